@@ -1,0 +1,86 @@
+"""Kubeflow training-operator v1 jobs (``kubeflow.org/v1``): PyTorch, TF, MPI v1, XGBoost, Paddle, JAX.
+
+Pods are owned by the job itself (``controller: true``) and labelled by the operator with
+``training.kubeflow.org/{job-name,replica-type,replica-index}``; ``job-role=master`` marks the
+coordinator. The operator creates all replica types in one pass, so the coordinator is not first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.adapters import base
+from webhook.snapshot import Obj, Snapshot
+
+GROUP = "kubeflow.org"
+JOB_NAME = "training.kubeflow.org/job-name"
+REPLICA_TYPE = "training.kubeflow.org/replica-type"
+REPLICA_INDEX = "training.kubeflow.org/replica-index"
+JOB_ROLE = "training.kubeflow.org/job-role"
+
+#: kind → (replica-specs field, replica types that are the coordinator, in order of preference)
+KINDS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "PyTorchJob": ("pytorchReplicaSpecs", ("master",)),
+    "TFJob": ("tfReplicaSpecs", ("chief", "master")),
+    "MPIJob": ("mpiReplicaSpecs", ("launcher",)),
+    "XGBoostJob": ("xgbReplicaSpecs", ("master",)),
+    "PaddleJob": ("paddleReplicaSpecs", ("master",)),
+    "JAXJob": ("jaxReplicaSpecs", ()),
+}
+
+
+class TrainingOperatorAdapter:
+    name = "training-operator"
+
+    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+        ref = base.controller(pod, GROUP, tuple(KINDS))
+        if ref is None or not str(ref.get("apiVersion", "")).endswith("/v1"):
+            return None
+        kind = str(ref["kind"])
+        labels = base.labels_of(pod)
+        owner = base.OwnerRef.from_reference(ref)
+        job = view.get(owner.api_version, kind, namespace, owner.name)
+        if job is not None and (job.get("metadata") or {}).get("uid") != owner.uid:
+            job = None  # a newer job reusing the name: not this pod's job
+        field, coordinator_types = KINDS[kind]
+        specs: Mapping[str, Any] = ((job or {}).get("spec") or {}).get(field) or {}
+        role = str(labels.get(REPLICA_TYPE) or "").lower()
+        demand, source = _demand(specs, pod)
+        return base.Gang(
+            framework=kind.lower(),
+            owner=owner,
+            key=owner.uid,
+            role=role or "unknown",
+            coordinator=_is_coordinator(labels, role, coordinator_types, specs),
+            demand=demand,
+            demand_source=source,
+            member_labels={JOB_NAME: owner.name} if labels.get(JOB_NAME) == owner.name else {},
+            job_annotations=base.annotations_of(job),
+        )
+
+
+def _is_coordinator(
+    labels: Mapping[str, str], role: str, coordinator_types: tuple[str, ...], specs: Mapping[str, Any]
+) -> bool:
+    if labels.get(JOB_ROLE) == "master":
+        return True
+    present = {str(t).lower() for t in specs}
+    for rtype in coordinator_types:
+        if not specs or rtype in present:
+            return role == rtype
+    # No coordinator replica type in this job: worker 0 coordinates (PyTorch/TF/JAX convention).
+    return role == "worker" and labels.get(REPLICA_INDEX) == "0"
+
+
+def _demand(specs: Mapping[str, Any], pod: Obj) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
+    groups = []
+    for spec in specs.values():
+        if not isinstance(spec, Mapping):
+            continue
+        group = base.template_group(spec.get("template"), spec.get("replicas"))
+        if group is not None and group.count:
+            groups.append(group)
+    if groups:
+        return tuple(groups), "job"
+    return base.fallback_demand(pod)

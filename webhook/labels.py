@@ -1,0 +1,40 @@
+"""Label, annotation and object-name vocabulary shared by every layer."""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "podium.dev/"
+
+#: Namespace label that opts a namespace in (value ``"true"``).
+ENABLED = PREFIX + "enabled"
+#: Trusted per-gang label podium writes on every pod it admits; policies select on it.
+JOB = PREFIX + "job"
+#: Pod or job annotation ``"true"``: leave this pod (or every pod of this job) alone.
+SKIP = PREFIX + "skip"
+#: Annotations podium writes on the pods it pins.
+ZONE = PREFIX + "zone"
+REASON = PREFIX + "reason"
+POLICY = PREFIX + "policy"
+#: Label on podium's own objects saying what they are (``decision`` or ``policy``).
+COMPONENT = PREFIX + "component"
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "podium"
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+MIRROR_POD = "kubernetes.io/config.mirror"
+
+_MAX_NAME = 253
+
+
+def object_name(kind: str, name: str, key: str) -> str:
+    """Name of podium's record and policy for one gang: readable, unique per job instance.
+
+    The gang key (the job's UID, plus a group suffix for per-group gangs) is hashed into a short
+    suffix so that a new job reusing an old job's name never collides with a leftover object.
+    """
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    stem = f"podium-{kind.lower()}-{name}"
+    room = _MAX_NAME - len(digest) - 1
+    return f"{stem[:room].rstrip('-.')}-{digest}"
