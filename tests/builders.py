@@ -14,7 +14,9 @@ def new_uid() -> str:
 
 
 class PodBuilder:
-    def __init__(self, namespace: str = "team-a", name: str | None = None, generate_name: str | None = None) -> None:
+    def __init__(
+        self, namespace: str = "team-a", name: str | None = None, generate_name: str | None = None
+    ) -> None:
         meta: dict[str, Any] = {"namespace": namespace, "labels": {}, "annotations": {}}
         if name:
             meta["name"] = name
@@ -31,15 +33,22 @@ class PodBuilder:
         self._pod["metadata"]["labels"][key] = value
         return self
 
-
     def annotate(self, key: str, value: str) -> Self:
         self._pod["metadata"]["annotations"][key] = value
         return self
 
-    def owner(self, api_version: str, kind: str, name: str, uid: str, controller: bool = True) -> Self:
+    def owner(
+        self, api_version: str, kind: str, name: str, uid: str, controller: bool = True
+    ) -> Self:
         self._pod["metadata"].setdefault("ownerReferences", []).append(
-            {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": controller,
-             "blockOwnerDeletion": True}
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": name,
+                "uid": uid,
+                "controller": controller,
+                "blockOwnerDeletion": True,
+            }
         )
         return self
 
@@ -59,7 +68,9 @@ class PodBuilder:
         return self
 
     def env(self, name: str, value: str) -> Self:
-        self._pod["spec"]["containers"][0].setdefault("env", []).append({"name": name, "value": value})
+        self._pod["spec"]["containers"][0].setdefault("env", []).append(
+            {"name": name, "value": value}
+        )
         return self
 
     def node_selector(self, key: str, value: str) -> Self:
@@ -68,7 +79,9 @@ class PodBuilder:
 
     def affinity_terms(self, *terms: dict[str, Any]) -> Self:
         self._pod["spec"]["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+            }
         }
         return self
 
@@ -92,9 +105,18 @@ class PodBuilder:
         return copy.deepcopy(self._pod)
 
 
-def node(name: str, zone: str | None, gpus: int = 8, *, cpu: str = "64", memory: str = "512Gi",
-         ready: bool = True, unschedulable: bool = False, labels: dict[str, str] | None = None,
-         taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def node(
+    name: str,
+    zone: str | None,
+    gpus: int = 8,
+    *,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    ready: bool = True,
+    unschedulable: bool = False,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
     if zone is not None:
         all_labels[ZONE] = zone
@@ -121,12 +143,24 @@ def namespace(name: str, enabled: bool = True, **labels: str) -> dict[str, Any]:
     all_labels = {"kubernetes.io/metadata.name": name, **labels}
     if enabled:
         all_labels["podium.dev/enabled"] = "true"
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": new_uid(), "labels": all_labels}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "uid": new_uid(), "labels": all_labels},
+    }
 
 
-def job(api_version: str, kind: str, name: str, namespace: str = "team-a", *, spec: dict[str, Any] | None = None,
-        uid: str | None = None, annotations: dict[str, str] | None = None,
-        owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def job(
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str = "team-a",
+    *,
+    spec: dict[str, Any] | None = None,
+    uid: str | None = None,
+    annotations: dict[str, str] | None = None,
+    owner: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or new_uid()}
     if annotations:
         meta["annotations"] = annotations
@@ -139,10 +173,25 @@ def template(gpus: int = 8, cpu: str | None = None) -> dict[str, Any]:
     requests: dict[str, str] = {"nvidia.com/gpu": str(gpus)}
     if cpu:
         requests["cpu"] = cpu
-    return {"spec": {"containers": [{"name": "main", "image": "trainer:1",
-                                     "resources": {"limits": dict(requests), "requests": requests}}]}}
+    return {
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "trainer:1",
+                    "resources": {"limits": dict(requests), "requests": requests},
+                }
+            ]
+        }
+    }
 
 
 def owner_ref(obj: dict[str, Any], controller: bool = True) -> dict[str, Any]:
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"], "controller": controller, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }

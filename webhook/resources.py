@@ -22,7 +22,7 @@ CPU = "cpu"
 
 def to_units(resource: str, quantity: Any) -> int:
     """Parse a Kubernetes quantity (``"500m"``, ``"1Gi"``, ``8``) into base units, rounding up."""
-    amount: Decimal = parse_quantity(quantity)
+    amount: Decimal = parse_quantity(quantity)  # type: ignore[no-untyped-call]
     if resource == CPU:
         amount *= 1000
     return math.ceil(amount)

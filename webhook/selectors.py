@@ -39,8 +39,7 @@ def term_matches(term: Obj, node_name: str, node_labels: Mapping[str, str]) -> b
     if not exprs and not fields:
         return False
     return all(_match_expression(e, node_labels.get(str(e.get("key")))) for e in exprs) and all(
-        _match_expression(f, node_name if f.get("key") == "metadata.name" else None)
-        for f in fields
+        _match_expression(f, node_name if f.get("key") == "metadata.name" else None) for f in fields
     )
 
 

@@ -47,13 +47,18 @@ class Settings:
     namespace_label_value: str = "true"
     #: podium's own namespace; never mutated.
     own_namespace: str = "podium-system"
-    excluded_namespaces: frozenset[str] = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+    excluded_namespaces: frozenset[str] = frozenset(
+        {"kube-system", "kube-public", "kube-node-lease"}
+    )
     zone_label: str = labels.ZONE_LABEL
     policy_mode: PolicyMode = PolicyMode.CILIUM
     placement: Placement = Placement.BEST_FIT
     no_fit: NoFit = NoFit.PIN_MOST_FREE
     #: The resource whose free amount ranks zones (others must fit too).
     primary_resource: str = "nvidia.com/gpu"
+    #: For this long after a gang's zone is decided, the part of its demand not yet bound to nodes
+    #: counts as taken in that zone, so a burst of jobs does not all pick the same free space.
+    reservation_seconds: float = 600.0
     #: Seconds one admission may spend on API calls before podium fails open.
     time_budget_seconds: float = 2.0
     #: Name of the webhook as registered (prefix of auditAnnotations in the apiserver audit log).
@@ -103,6 +108,11 @@ def _coerce(key: str, value: Any) -> Any:
             if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
                 raise TypeError("a list of namespace names")
             return frozenset(str(v) for v in value)
+        if key == "reservation_seconds":
+            seconds = float(value)
+            if seconds < 0:
+                raise ValueError("zero or more seconds")
+            return seconds
         if key == "time_budget_seconds":
             seconds = float(value)
             if not 0 < seconds <= 30:
@@ -115,4 +125,6 @@ def _coerce(key: str, value: Any) -> Any:
         choices = ""
         if key in enums:
             choices = " (one of: " + ", ".join(m.value for m in enums[key]) + ")"
-        raise SettingsError(f"setting {key.replace('_', '-')}={value!r} is invalid: {err}{choices}") from err
+        raise SettingsError(
+            f"setting {key.replace('_', '-')}={value!r} is invalid: {err}{choices}"
+        ) from err

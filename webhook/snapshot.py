@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
-from webhook import resources, selectors
+from webhook import labels, resources, selectors
 
 Obj = Mapping[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -85,6 +85,19 @@ def _usage_of(pod: Obj) -> _PodUsage | None:
     return _PodUsage(str(node), resources.pod_requests(pod.get("spec") or {}))
 
 
+def _gang_of(pod: Obj) -> str | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.JOB)
+    return str(value) if value else None
+
+
+def _is_record(obj: Obj) -> bool:
+    obj_labels = (obj.get("metadata") or {}).get("labels") or {}
+    return (
+        obj_labels.get(labels.MANAGED_BY) == labels.MANAGER
+        and obj_labels.get(labels.COMPONENT) == "decision"
+    )
+
+
 class Snapshot:
     """Objects by kind and name, plus the free capacity of every node, updated per event."""
 
@@ -96,6 +109,10 @@ class Snapshot:
         self._nodes: dict[str, NodeInfo] = {}
         self._usage: dict[ObjectKey, _PodUsage] = {}
         self._used: dict[str, resources.Resources] = defaultdict(dict)
+        #: Requests of bound, running pods per podium gang label value.
+        self._gang_used: dict[str, resources.Resources] = defaultdict(dict)
+        #: podium's decision records (ConfigMaps it manages), by key.
+        self._records: dict[ObjectKey, Obj] = {}
 
     @classmethod
     def from_objects(cls, objects: Iterable[Obj], *, zone_label: str) -> Snapshot:
@@ -128,6 +145,11 @@ class Snapshot:
             if usage is not None:
                 self._usage[key] = usage
                 self._used[usage.node] = resources.add(self._used[usage.node], usage.requests)
+                gang = _gang_of(obj)
+                if gang:
+                    self._gang_used[gang] = resources.add(self._gang_used[gang], usage.requests)
+        elif (group, kind) == ("", "ConfigMap") and _is_record(obj):
+            self._records[key] = obj
 
     def _forget(self, key: ObjectKey, obj: Obj) -> None:
         uid = (obj.get("metadata") or {}).get("uid")
@@ -143,6 +165,13 @@ class Snapshot:
                 self._used[usage.node] = resources.add(
                     self._used[usage.node], usage.requests, sign=-1
                 )
+                gang = _gang_of(obj)
+                if gang:
+                    self._gang_used[gang] = resources.add(
+                        self._gang_used[gang], usage.requests, sign=-1
+                    )
+        elif (group, kind) == ("", "ConfigMap"):
+            self._records.pop(key, None)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -178,6 +207,14 @@ class Snapshot:
                 and selectors.tolerates_all(pod_spec, node.taints)
             ):
                 yield node
+
+    def records(self) -> Iterator[Obj]:
+        """podium's decision records in every namespace."""
+        yield from self._records.values()
+
+    def gang_usage(self, gang_key: str) -> resources.Resources:
+        """What the bound, running pods carrying podium's label for this gang request."""
+        return self._gang_used.get(gang_key, {})
 
     def objects(self) -> Iterator[Obj]:
         yield from self._objects.values()

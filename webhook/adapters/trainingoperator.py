@@ -1,4 +1,4 @@
-"""Kubeflow training-operator v1 jobs (``kubeflow.org/v1``): PyTorch, TF, MPI v1, XGBoost, Paddle, JAX.
+"""Kubeflow training-operator v1 jobs (``kubeflow.org/v1``): PyTorch, TF, MPI, XGBoost, Paddle, JAX.
 
 Pods are owned by the job itself (``controller: true``) and labelled by the operator with
 ``training.kubeflow.org/{job-name,replica-type,replica-index}``; ``job-role=master`` marks the
@@ -61,7 +61,10 @@ class TrainingOperatorAdapter:
 
 
 def _is_coordinator(
-    labels: Mapping[str, str], role: str, coordinator_types: tuple[str, ...], specs: Mapping[str, Any]
+    labels: Mapping[str, str],
+    role: str,
+    coordinator_types: tuple[str, ...],
+    specs: Mapping[str, Any],
 ) -> bool:
     if labels.get(JOB_ROLE) == "master":
         return True
@@ -73,7 +76,9 @@ def _is_coordinator(
     return role == "worker" and labels.get(REPLICA_INDEX) == "0"
 
 
-def _demand(specs: Mapping[str, Any], pod: Obj) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
+def _demand(
+    specs: Mapping[str, Any], pod: Obj
+) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
     groups = []
     for spec in specs.values():
         if not isinstance(spec, Mapping):
