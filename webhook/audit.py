@@ -1,0 +1,241 @@
+"""The audit trail: one JSON line per admission, where it goes, and how people read it back.
+
+``build`` is pure (a decision plus what happened → a record); sinks write records; ``read``,
+``matches``, ``table`` and ``summary`` serve ``podium audit``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import orjson
+from rich.table import Table
+
+from webhook.engine import Decision
+from webhook.reviews import Request
+
+AuditRecord = dict[str, Any]
+
+#: Marks podium's lines among other log lines (e.g. in ``kubectl logs``).
+MARKER = "podium.audit/v1"
+
+
+def build(
+    *,
+    request: Request | None,
+    decision: Decision | None,
+    time: datetime,
+    latency_ms: float,
+    outcome: str | None = None,
+    reason: str | None = None,
+    detail: str | None = None,
+    effects: Sequence[Mapping[str, Any]] = (),
+    warnings: Sequence[str] = (),
+    error: str | None = None,
+) -> AuditRecord:
+    """One admission's record. ``outcome``/``reason`` override the decision's (e.g. fail-open)."""
+    pod = (request.object if request else None) or {}
+    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    gang = decision.gang if decision else None
+    record: AuditRecord = {
+        "audit": MARKER,
+        "time": time.isoformat(timespec="milliseconds"),
+        "requestUID": request.uid if request else "",
+        "operation": request.operation if request else "",
+        "namespace": (decision.namespace if decision else "")
+        or (request.namespace if request else ""),
+        "pod": meta.get("name") or meta.get("generateName") or (request.name if request else ""),
+        "user": (request.user.get("username", "") if request else ""),
+        "outcome": outcome or (decision.outcome if decision else "error"),
+        "reason": reason or (decision.reason if decision else "error"),
+        "detail": detail if detail is not None else (decision.detail if decision else ""),
+        "job": None,
+        "role": None,
+        "coordinator": None,
+        "zone": decision.zone if decision and not outcome else None,
+        "capacity": [c.as_dict() for c in decision.capacity] if decision else [],
+        "patch": _patch_summary(decision.patch if decision and not outcome else []),
+        "effects": list(effects),
+        "warnings": list(warnings),
+        "dryRun": bool(request and request.dry_run),
+        "latencyMs": round(latency_ms, 3),
+    }
+    if gang is not None:
+        record["job"] = {
+            "framework": gang.framework,
+            "kind": gang.owner.kind,
+            "name": gang.owner.name,
+            "uid": gang.owner.uid,
+            "gang": gang.key,
+            "demand": gang.total,
+            "demandSource": gang.demand_source,
+        }
+        record["role"] = gang.role
+        record["coordinator"] = gang.coordinator
+    if error:
+        record["error"] = error
+    return record
+
+
+def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"ops": len(patch), "paths": sorted({str(op.get("path", "")) for op in patch})}
+
+
+class Sink(Protocol):
+    def write(self, record: AuditRecord) -> None: ...
+
+
+class StreamSink:
+    """JSON lines to a stream (stdout by default), one write per record: lines never interleave."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def write(self, record: AuditRecord) -> None:
+        line = orjson.dumps(record).decode() + "\n"
+        stream = self._stream or sys.stdout
+        with self._lock:
+            stream.write(line)
+            stream.flush()
+
+
+class FileSink:
+    """Appends JSON lines to a file (opened per write: survives log rotation by rename)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def write(self, record: AuditRecord) -> None:
+        line = orjson.dumps(record) + b"\n"
+        with self._lock, self.path.open("ab") as fh:
+            fh.write(line)
+
+
+class MemorySink:
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    def write(self, record: AuditRecord) -> None:
+        self.records.append(record)
+
+
+class FanOut:
+    def __init__(self, sinks: Iterable[Sink]) -> None:
+        self.sinks = tuple(sinks)
+
+    def write(self, record: AuditRecord) -> None:
+        for sink in self.sinks:
+            sink.write(record)
+
+
+# -- reading back --------------------------------------------------------------------------------
+
+
+def read(lines: Iterable[str]) -> Iterator[AuditRecord]:
+    """podium's audit records among arbitrary log lines (other lines and broken JSON are skipped).
+
+    Lines may carry a prefix such as ``kubectl logs --prefix`` adds; the record starts at the
+    first ``{``.
+    """
+    for line in lines:
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            doc = orjson.loads(line[start:])
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and doc.get("audit") == MARKER:
+            yield doc
+
+
+def _job_name(record: Mapping[str, Any]) -> str:
+    job = record.get("job") or {}
+    return f"{job.get('kind', '')}/{job.get('name', '')}" if job else ""
+
+
+def matches(
+    record: Mapping[str, Any],
+    *,
+    namespace: str | None = None,
+    job: str | None = None,
+    zone: str | None = None,
+    outcome: str | None = None,
+    reason: str | None = None,
+) -> bool:
+    """Filters for ``podium audit``; ``job`` matches the name or ``Kind/name``."""
+    if namespace and record.get("namespace") != namespace:
+        return False
+    if job:
+        name = _job_name(record)
+        if job not in (name, name.split("/", 1)[-1]):
+            return False
+    if zone and record.get("zone") != zone:
+        return False
+    if outcome and record.get("outcome") != outcome:
+        return False
+    return not (reason and record.get("reason") != reason)
+
+
+def table(records: Sequence[Mapping[str, Any]]) -> Table:
+    out = Table(title=f"podium admissions ({len(records)})", expand=False)
+    for column in ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason", "ms"):
+        out.add_column(column, overflow="fold")
+    for r in records:
+        role = str(r.get("role") or "")
+        if r.get("coordinator"):
+            role += " *"
+        out.add_row(
+            str(r.get("time", ""))[11:23],
+            str(r.get("namespace", "")),
+            str(r.get("pod", "")),
+            _job_name(r),
+            role,
+            str(r.get("outcome", "")) + (" (dry run)" if r.get("dryRun") else ""),
+            str(r.get("zone") or "-"),
+            str(r.get("reason", "")),
+            f"{float(r.get('latencyMs') or 0):.1f}",
+        )
+    return out
+
+
+def summary(records: Sequence[Mapping[str, Any]]) -> Table:
+    """Per job: pods admitted, the zones they were pinned to (more than one is a red flag)."""
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        if not r.get("job"):
+            continue
+        key = (str(r.get("namespace", "")), _job_name(r))
+        entry = jobs.setdefault(key, {"pods": 0, "zones": set(), "outcomes": set(), "warnings": 0})
+        entry["pods"] += 1
+        if r.get("zone"):
+            entry["zones"].add(r["zone"])
+        entry["outcomes"].add(str(r.get("outcome", "")))
+        entry["warnings"] += len(r.get("warnings") or [])
+    out = Table(title=f"per job ({len(jobs)})")
+    for column in ("namespace", "job", "pods", "zones", "outcomes", "warnings", "verdict"):
+        out.add_column(column)
+    for (ns, name), e in sorted(jobs.items()):
+        zones = sorted(e["zones"])
+        verdict = "ok"
+        if len(zones) > 1:
+            verdict = "SPLIT across zones"
+        elif e["outcomes"] - {"pinned"}:
+            verdict = "check: not every pod pinned"
+        out.add_row(
+            ns,
+            name,
+            str(e["pods"]),
+            ", ".join(zones) or "-",
+            ", ".join(sorted(e["outcomes"])),
+            str(e["warnings"]),
+            verdict,
+        )
+    return out

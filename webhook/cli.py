@@ -1,0 +1,108 @@
+"""The ``podium`` command: ``serve``, ``review``, ``audit`` and ``certs``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+
+from webhook import audit, offline
+from webhook.settings import Settings, SettingsError
+
+app = typer.Typer(
+    name="podium",
+    help="Keep every pod of a distributed training job in one zone, and let only its pods talk.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="Settings file (YAML).", exists=False)
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"podium: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _settings(config: Path | None) -> Settings:
+    try:
+        return Settings.load(config)
+    except SettingsError as err:
+        raise _fail(str(err)) from err
+
+
+@app.command()
+def review(
+    input_file: Annotated[
+        Path,
+        typer.Argument(metavar="INPUT", help="AdmissionReview or Pod (JSON/YAML; - for stdin)."),
+    ],
+    cluster: Annotated[
+        Path, typer.Option("--cluster", help="Snapshot: a v1 List or YAML documents.")
+    ],
+    config: ConfigOption = None,
+) -> None:
+    """Decide one admission offline against a cluster snapshot; print the result as JSON."""
+    settings = _settings(config)
+    try:
+        review_doc = offline.load_review(input_file)
+        objects = offline.load_snapshot_objects(cluster)
+        result = asyncio.run(offline.review(review_doc, objects, settings))
+    except offline.InputError as err:
+        raise _fail(str(err)) from err
+    sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@app.command("audit")
+def audit_command(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="JSON-lines files; stdin when none.")
+    ] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="Job name or Kind/name.")] = None,
+    zone: Annotated[str | None, typer.Option("--zone")] = None,
+    outcome: Annotated[
+        str | None, typer.Option("--outcome", help="pinned, unpinned, skipped, fail-open.")
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+) -> None:
+    """Review the audit trail: read podium's JSON lines (e.g. from kubectl logs) and filter them."""
+    if output not in ("table", "json"):
+        raise _fail(f"--output must be table or json, not {output!r}")
+    lines: list[str] = []
+    try:
+        for path in files or []:
+            lines.extend(path.read_text().splitlines())
+    except (OSError, UnicodeDecodeError) as err:
+        raise _fail(f"cannot read audit file: {err}") from err
+    if not files:
+        lines = sys.stdin.read().splitlines()
+    records = [
+        r
+        for r in audit.read(lines)
+        if audit.matches(r, namespace=namespace, job=job, zone=zone, outcome=outcome, reason=reason)
+    ]
+    if output == "json":
+        for r in records:
+            sys.stdout.write(orjson.dumps(r).decode() + "\n")
+        return
+    console = Console(width=max(Console().width, 140))
+    console.print(audit.table(records))
+    console.print(audit.summary(records))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
