@@ -163,6 +163,11 @@ def _pin(
     )
     policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
     annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
+    earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
+    if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
+        # Reinvoked on a pod podium already pinned: same zone, so keep the first reason and
+        # answer with an empty patch.
+        annotations[labels.REASON] = str(earlier[labels.REASON])
     if policy is not None:
         annotations[labels.POLICY] = policy["metadata"]["name"]
     after = mutation.pin(
