@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from webhook import resources
-from webhook.snapshot import Obj, Snapshot, controller_of
+from webhook.snapshot import Obj, Snapshot, group_of
 
 DemandSource = Literal["job", "env", "labels", "pod"]
 
@@ -90,46 +92,174 @@ class Adapter(Protocol):
 
 
 # -- helpers shared by adapters ---------------------------------------------------------------
+#
+# Adapters read pods that anyone may write (and, offline, files anyone may hand to ``podium
+# review``), so every helper here tolerates missing and ill-typed fields: a malformed pod is not a
+# training pod, never an exception in the admission path.
+
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+#: A Kubernetes quantity as the apiserver accepts it, with a short exponent: anything else could
+#: make exact decimal arithmetic take unbounded time (``1e999999999``) and is not a real request.
+_QUANTITY = re.compile(
+    r"[+-]?(\d{1,30}(\.\d{0,30})?|\.\d{1,30})([eE][+-]?\d{1,2}|[KMGTPE]i|[numkMGTPE])?"
+)
+
+
+def is_label_value(value: object) -> bool:
+    """Whether ``value`` is a non-empty valid label value (podium writes gang keys as labels)."""
+    return isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def as_mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_list(value: object) -> Sequence[Any]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+def metadata_of(obj: object) -> Mapping[str, Any]:
+    return as_mapping(as_mapping(obj).get("metadata"))
+
+
+def _strings(value: object) -> Mapping[str, str]:
+    return {k: v for k, v in as_mapping(value).items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def labels_of(obj: Obj) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+    return _strings(metadata_of(obj).get("labels"))
 
 
 def annotations_of(obj: Obj | None) -> Mapping[str, str]:
-    if obj is None:
-        return {}
-    return (obj.get("metadata") or {}).get("annotations") or {}
+    return _strings(metadata_of(obj).get("annotations"))
+
+
+def uid_of(obj: Obj | None) -> str | None:
+    uid = metadata_of(obj).get("uid")
+    return uid if isinstance(uid, str) and uid else None
+
+
+def parse_count(value: object, default: int | None = None) -> int | None:
+    """A non-negative int from an int or a decimal string; ``default`` when absent; else None."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.isascii() and value.isdecimal() and len(value) <= 18:
+        return int(value)
+    if isinstance(value, int) and 0 <= value < 10**18:
+        return value
+    return None
 
 
 def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, Any] | None:
-    """The controller ownerReference if it is one of ``kinds`` in ``api_group``."""
-    ref = controller_of(obj)
-    if ref is None or ref.get("kind") not in kinds or not ref.get("uid") or not ref.get("name"):
+    """The controller ownerReference if it is one of ``kinds`` in ``api_group`` (``""``: core).
+
+    Only a well-formed reference counts: string kind, name and apiVersion, and a UID that is a
+    valid label value (every Kubernetes UID is), since the UID becomes the gang key.
+    """
+    ref = next(
+        (
+            r
+            for r in as_list(metadata_of(obj).get("ownerReferences"))
+            if isinstance(r, Mapping) and r.get("controller") is True
+        ),
+        None,
+    )
+    if ref is None:
         return None
-    api_version = str(ref.get("apiVersion", ""))
-    return ref if api_version.split("/", 1)[0] == api_group else None
+    kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
+    if not (isinstance(kind, str) and kind in kinds and isinstance(name, str) and name):
+        return None
+    if not (isinstance(api_version, str) and is_label_value(ref.get("uid"))):
+        return None
+    return ref if group_of(api_version) == api_group else None
+
+
+def verified(view: Snapshot, ref: Mapping[str, Any], namespace: str) -> Obj | None:
+    """The object ``ref`` points at, if the view holds it *with the same UID*.
+
+    A different UID means a newer object reusing the name: it is not the one this pod belongs to.
+    """
+    obj = view.get(
+        str(ref.get("apiVersion", "")),
+        str(ref.get("kind", "")),
+        namespace,
+        str(ref.get("name", "")),
+    )
+    return obj if obj is not None and uid_of(obj) == ref.get("uid") else None
+
+
+def requests_of(spec: object) -> resources.Resources:
+    """``resources.pod_requests`` of a pod spec, after dropping whatever is not shaped like one."""
+    spec = as_mapping(spec)
+    return resources.pod_requests(
+        {
+            "containers": _containers(spec.get("containers")),
+            "initContainers": _containers(spec.get("initContainers")),
+            "overhead": _quantities(spec.get("overhead")),
+        }
+    )
+
+
+def _containers(value: object) -> list[dict[str, Any]]:
+    out = []
+    for container in as_list(value):
+        if not isinstance(container, Mapping):
+            continue
+        res = as_mapping(container.get("resources"))
+        out.append(
+            {
+                "restartPolicy": container.get("restartPolicy"),
+                "resources": {
+                    "limits": _quantities(res.get("limits")),
+                    "requests": _quantities(res.get("requests")),
+                },
+            }
+        )
+    return out
+
+
+def _quantities(value: object) -> dict[str, Any]:
+    return {
+        name: quantity
+        for name, quantity in as_mapping(value).items()
+        if isinstance(name, str) and _is_sane_quantity(quantity)
+    }
+
+
+def _is_sane_quantity(quantity: object) -> bool:
+    if isinstance(quantity, bool):
+        return False
+    if isinstance(quantity, int | float):
+        return math.isfinite(quantity) and abs(quantity) < 1e30
+    return isinstance(quantity, str) and _QUANTITY.fullmatch(quantity) is not None
 
 
 def pod_only(pod: Obj) -> tuple[PodGroup, ...]:
-    return (PodGroup(1, resources.pod_requests(pod.get("spec") or {})),)
+    return (PodGroup(1, requests_of(pod.get("spec"))),)
 
 
 def template_group(template: Obj | None, count: Any) -> PodGroup | None:
     """A PodGroup from a pod template and a replica count; None when either is unusable."""
-    try:
-        n = 1 if count is None else int(count)
-    except (TypeError, ValueError):
+    n = parse_count(count, default=1)
+    if n is None or not isinstance(template, Mapping):
         return None
-    if n < 0 or not isinstance(template, Mapping):
-        return None
-    return PodGroup(n, resources.pod_requests(template.get("spec") or {}))
+    return PodGroup(n, requests_of(template.get("spec")))
 
 
 def env_world(pod: Obj, names: Sequence[str] = ("PET_NNODES", "WORLD_SIZE")) -> int | None:
     """The gang's pod count from launcher env (``PET_NNODES``, ``WORLD_SIZE``), if set literally."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
+    for container in as_list(as_mapping(pod.get("spec")).get("containers")):
+        env = {
+            e.get("name"): e.get("value")
+            for e in as_list(as_mapping(container).get("env"))
+            if isinstance(e, Mapping)
+            and isinstance(e.get("name"), str)
+            and isinstance(e.get("value"), str)
+        }
         for name in names:
             try:
                 n = int(str(env[name]).split(":")[-1])  # PET_NNODES may be "min:max"
@@ -140,10 +270,28 @@ def env_world(pod: Obj, names: Sequence[str] = ("PET_NNODES", "WORLD_SIZE")) -> 
     return None
 
 
+def env_value(pod: Obj, name: str) -> str | None:
+    """The literal value of env var ``name`` in the first container that sets one."""
+    for container in as_list(as_mapping(pod.get("spec")).get("containers")):
+        for env in as_list(as_mapping(container).get("env")):
+            value = as_mapping(env).get("value")
+            if as_mapping(env).get("name") == name and isinstance(value, str):
+                return value
+    return None
+
+
 def fallback_demand(pod: Obj) -> tuple[tuple[PodGroup, ...], DemandSource]:
     """Without the job object: the env's world size times this pod, else this pod alone."""
     n = env_world(pod)
-    one = resources.pod_requests(pod.get("spec") or {})
+    one = requests_of(pod.get("spec"))
     if n:
         return (PodGroup(n, one),), "env"
     return (PodGroup(1, one),), "pod"
+
+
+def demand_or_fallback(
+    groups: Sequence[PodGroup | None], pod: Obj
+) -> tuple[tuple[PodGroup, ...], DemandSource]:
+    """The job's demand when any group is usable and non-empty, else ``fallback_demand``."""
+    usable = tuple(g for g in groups if g is not None and g.count)
+    return (usable, "job") if usable else fallback_demand(pod)
