@@ -122,7 +122,8 @@ class Admitter:
             decision = engine.decide(
                 request, view, self.settings, now=now, recorded=applied.followed
             )
-            applied = await effects.ensure(decision, self.api)
+            rest = await effects.ensure(decision, self.api)
+            applied = effects.Applied(applied.results + rest.results, warnings=rest.warnings)
         return decision, applied
 
     def _fail_open(

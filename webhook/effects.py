@@ -92,7 +92,9 @@ class InMemoryApi:
         return copy.deepcopy(self.objects[key])
 
 
-EffectOutcome = Literal["created", "exists", "skipped-crd-missing", "dry-run"]
+#: ``followed``: the record existed with another zone than this admission chose; the admission
+#: adopted the recorded zone.
+EffectOutcome = Literal["created", "exists", "followed", "skipped-crd-missing", "dry-run"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,9 +134,10 @@ async def ensure(decision: Decision, api: Api) -> Applied:
                 record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
             )
             followed = policies.read_record(existing, decision.gang.key)
-            results.append(EffectResult(record["kind"], meta["name"], "exists"))
             if followed is not None and followed.zone != decision.zone:
+                results.append(EffectResult(record["kind"], meta["name"], "followed"))
                 return Applied(tuple(results), followed=followed)
+            results.append(EffectResult(record["kind"], meta["name"], "exists"))
     warnings: list[str] = []
     policy = decision.policy
     if policy is not None:
