@@ -114,31 +114,6 @@ def test_pinned_zones(spec: dict[str, Any], zones: set[str] | None) -> None:
     assert (None if result is None else set(result)) == zones
 
 
-odd = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(
-            st.sampled_from(
-                [
-                    "key",
-                    "operator",
-                    "values",
-                    "matchExpressions",
-                    "matchFields",
-                    "nodeSelectorTerms",
-                    "effect",
-                    "value",
-                ]
-            ),
-            inner,
-            max_size=4,
-        )
-    ),
-    max_leaves=15,
-)
-
-
 @given(
     term=st.dictionaries(
         st.sampled_from(["matchExpressions", "matchFields"]),
