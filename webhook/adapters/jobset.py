@@ -2,13 +2,15 @@
 
 Chain: pod → (controller) ``batch/v1`` Job ``<jobset>-<replicatedJob>-<jobIndex>`` → (controller)
 JobSet → (controller, for Trainer v2) TrainJob. The gang is the JobSet: its UID is the key and it
-owns podium's objects (a TrainJob's JobSet goes when the TrainJob does). If the batch Job is not in
+owns podium's objects (a TrainJob's JobSet goes when the TrainJob does); ``framework`` says
+``trainjob`` when the view holds the controlling TrainJob. If the batch Job is not in
 the view yet, the ``jobset-name``/``jobset-uid`` labels are taken only from a pod whose controller
 is a batch Job named ``<jobset-name>-…``.
 
-Coordinator, with the JobSet in the view: the pod ``spec.coordinator`` names; else, for a
-TrainJob's JobSet, job 0 pod 0 of ``launcher`` (MPI runtimes) or else of ``node`` (the initializer
-jobs come first in the list but do not coordinate); else job 0 pod 0 of the first replicated job.
+Coordinator, with the JobSet in the view: the pod ``spec.coordinator`` names; else, for a JobSet a
+TrainJob controls (whether or not the TrainJob is in the view), job 0 pod 0 of ``launcher`` (MPI
+runtimes) or else of ``node`` (the initializer jobs come first in the list but do not coordinate);
+else job 0 pod 0 of the first replicated job.
 Without the JobSet, judged from the pod alone and deliberately conservative (a missed coordinator
 only means the gang's zone is chosen for the whole gang; two coordinators could split it): the
 ``jobset.sigs.k8s.io/coordinator`` endpoint the controller writes when ``spec.coordinator`` is set;
@@ -62,15 +64,16 @@ class JobSetAdapter:
         index = base.annotations_of(pod).get(COMPLETION_INDEX) or pod_labels.get(COMPLETION_INDEX)
         position = (pod_labels.get(REPLICATED_JOB), pod_labels.get(JOB_INDEX), index)
         trainjob = base.controller(jobset, TRAINJOB_GROUP, (TRAINJOB_KIND,)) if jobset else None
-        is_trainjob = trainjob is not None and base.verified(view, trainjob, namespace) is not None
         spec = base.as_mapping((jobset or {}).get("spec"))
         if jobset is not None:
-            coordinator = position == _coordinator_of(spec, is_trainjob=is_trainjob)
+            coordinator = position == _coordinator_of(spec, trainjob=trainjob is not None)
         else:
             coordinator = _looks_like_coordinator(pod, owner.name, position)
         demand, source = _demand(spec, pod, pod_labels)
         return base.Gang(
-            framework="trainjob" if is_trainjob else "jobset",
+            framework="trainjob"
+            if trainjob and base.verified(view, trainjob, namespace)
+            else "jobset",
             owner=owner,
             key=owner.uid,
             role=position[0] or "unknown",
@@ -95,7 +98,7 @@ def _jobset_ref(
     return {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": uid}
 
 
-def _coordinator_of(spec: Mapping[str, Any], *, is_trainjob: bool) -> Position:
+def _coordinator_of(spec: Mapping[str, Any], *, trainjob: bool) -> Position:
     chosen = base.as_mapping(spec.get("coordinator"))
     if isinstance(chosen.get("replicatedJob"), str):
         job_index = base.parse_count(chosen.get("jobIndex"), 0)
@@ -106,7 +109,7 @@ def _coordinator_of(spec: Mapping[str, Any], *, is_trainjob: bool) -> Position:
         for rjob in base.as_list(spec.get("replicatedJobs"))
         if isinstance(name := base.as_mapping(rjob).get("name"), str)
     ]
-    preferred = [n for n in ("launcher", "node") if n in names] if is_trainjob else []
+    preferred = [n for n in ("launcher", "node") if n in names] if trainjob else []
     first = next(iter(preferred or names), None)
     return (first, "0", "0") if first else (None, None, None)
 
@@ -139,10 +142,13 @@ def _demand(
             groups.append(base.template_group(job_spec.get("template"), replicas * parallelism))
     if any(g is not None and g.count for g in groups):
         return base.demand_or_fallback(groups, pod)
-    jobs = base.parse_count(pod_labels.get(GLOBAL_REPLICAS))
-    if jobs:
-        return (base.PodGroup(jobs, base.requests_of(pod.get("spec"))),), "labels"
-    return base.fallback_demand(pod)
+    # global-replicas counts child Jobs, not pods (a Job may run several): where the env's world
+    # size (Trainer v2 sets PET_NNODES) is larger, it is the better estimate.
+    jobs = base.parse_count(pod_labels.get(GLOBAL_REPLICAS)) or 0
+    (env_demand, source) = base.fallback_demand(pod)
+    if jobs > env_demand[0].count:
+        return (base.PodGroup(jobs, env_demand[0].requests),), "labels"
+    return env_demand, source
 
 
 def _str(value: int | None) -> str | None:
