@@ -1,0 +1,50 @@
+# podium — every target sets up what it needs: `make demo` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup controlplane lint typecheck unit e2e test demo demo-offline clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Build kube-apiserver, kube-scheduler, kube-controller-manager, etcd and kwok from the Go
+## module proxy into ~/.cache/podium (skipped when cached).
+controlplane:
+	bash tests/e2e/controlplane/build.sh
+
+lint: setup
+	$(BIN)/ruff check webhook tests scripts
+	$(BIN)/ruff format --check webhook
+
+typecheck: setup
+	$(BIN)/mypy webhook
+
+unit: setup
+	$(BIN)/pytest -m "not e2e"
+
+e2e: setup controlplane
+	$(BIN)/pytest -m e2e
+
+## The whole suite: lint, types, unit and property tests, and the end-to-end tests on a real
+## control plane.
+test: setup controlplane lint typecheck
+	$(BIN)/pytest
+
+## podium's main job on a local control plane: jobs admitted, pinned, policies created, audited.
+demo: setup controlplane
+	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
+
+## The same decisions offline, no cluster at all: podium review on the shipped examples.
+demo-offline: setup
+	$(BIN)/podium review examples/pytorchjob-worker-0.yaml --cluster examples/cluster.yaml
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
