@@ -68,11 +68,14 @@ class LeaderWorkerSetAdapter:
 
 def _chain_agrees(view: Snapshot, ref: Mapping[str, Any], namespace: str, lws_uid: str) -> bool:
     """Whether the controller chain from the pod's StatefulSet leads to this LWS, as far as the
-    view holds it (an object not in the view yet contradicts nothing)."""
+    view holds it (an object not in the view yet contradicts nothing; one that was replaced by a
+    namesake does)."""
     for _ in range(3):  # worker set → leader pod → leader set → LWS
-        obj = base.verified(view, ref, namespace)
+        obj = view.get(ref["apiVersion"], ref["kind"], namespace, ref["name"])
         if obj is None:
             return True
+        if base.uid_of(obj) != ref["uid"]:
+            return False  # replaced since: the pod is a leftover of an older incarnation
         lws = base.controller(obj, GROUP, (KIND,))
         if lws is not None:
             return bool(lws["uid"] == lws_uid)
