@@ -1,0 +1,151 @@
+"""``podium serve`` as a real process beside the local control plane, registered with the same
+MutatingWebhookConfiguration users install (its service reference rewritten to a 127.0.0.1 URL)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .cluster import ApiError, LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+WEBHOOK_MANIFEST = REPO / "manifests" / "base" / "mutatingwebhookconfiguration.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Podium:
+    def __init__(self, cluster: LocalCluster, work_dir: Path, *, config: str | None = None) -> None:
+        self.cluster = cluster
+        self.work_dir = work_dir
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.audit_file = work_dir / "audit.jsonl"
+        self.log_file = work_dir / "podium.log"
+        self.config = config
+        self.process: subprocess.Popen[bytes] | None = None
+        self.cert, self.key = cluster.issue_certificate(
+            "podium",
+            common_name="podium",
+            dns_names=["localhost"],
+            ip_addresses=["127.0.0.1"],
+            server=True,
+            directory=work_dir,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "webhook.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--cert-file",
+            str(self.cert),
+            "--key-file",
+            str(self.key),
+            "--kubeconfig",
+            str(self.cluster.kubeconfig),
+            "--audit-file",
+            str(self.audit_file),
+            "--namespace",
+            "podium-system",
+        ]
+        if self.config:
+            (self.work_dir / "podium.yaml").write_text(self.config)
+            args += ["--config", str(self.work_dir / "podium.yaml")]
+        log = self.log_file.open("ab")
+        self.process = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"podium serve did not become ready:\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def ready(self) -> bool:
+        context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", context=context, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def get(self, path: str) -> str:
+        context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
+        with urllib.request.urlopen(f"{self.url}{path}", context=context, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def webhook_configuration(self) -> dict[str, Any]:
+        """The shipped MutatingWebhookConfiguration, pointed at this process."""
+        config: dict[str, Any] = yaml.safe_load(WEBHOOK_MANIFEST.read_text())
+        for hook in config["webhooks"]:
+            hook["clientConfig"] = {"url": f"{self.url}/mutate", "caBundle": self.cluster.ca_bundle}
+        return config
+
+    def register(self) -> dict[str, Any]:
+        config = self.webhook_configuration()
+        name = config["metadata"]["name"]
+        with contextlib.suppress(ApiError):
+            self.cluster.request(
+                "DELETE",
+                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
+            )
+        created: dict[str, Any] = self.cluster.request(
+            "POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", config
+        )
+        return created
+
+    def audit_records(self) -> list[dict[str, Any]]:
+        if not self.audit_file.exists():
+            return []
+        return [
+            json.loads(line) for line in self.audit_file.read_text().splitlines() if line.strip()
+        ]
