@@ -70,10 +70,9 @@ class JobSetAdapter:
         else:
             coordinator = _looks_like_coordinator(pod, owner.name, position)
         demand, source = _demand(spec, pod, pod_labels)
+        in_trainjob = trainjob is not None and base.verified(view, trainjob, namespace) is not None
         return base.Gang(
-            framework="trainjob"
-            if trainjob and base.verified(view, trainjob, namespace)
-            else "jobset",
+            framework="trainjob" if in_trainjob else "jobset",
             owner=owner,
             key=owner.uid,
             role=position[0] or "unknown",
@@ -139,9 +138,10 @@ def _demand(
         replicas = base.parse_count(rjob.get("replicas"), 1)
         parallelism = base.parse_count(job_spec.get("parallelism"), 1)
         if replicas is not None and parallelism is not None:
-            groups.append(base.template_group(job_spec.get("template"), replicas * parallelism))
-    if any(g is not None and g.count for g in groups):
-        return base.demand_or_fallback(groups, pod)
+            group = base.template_group(job_spec.get("template"), replicas * parallelism)
+            groups += [group] if group is not None and group.count else []
+    if groups:
+        return tuple(groups), "job"
     # global-replicas counts child Jobs, not pods (a Job may run several): where the env's world
     # size (Trainer v2 sets PET_NNODES) is larger, it is the better estimate.
     jobs = base.parse_count(pod_labels.get(GLOBAL_REPLICAS)) or 0
