@@ -241,3 +241,28 @@ async def test_trusted_label_is_the_policy_selector(now: datetime) -> None:
         == pj["metadata"]["uid"]
         == policy["spec"]["endpointSelector"]["matchLabels"][labels.JOB]
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"metadata": []}, "request.object.metadata must be an object"),
+        (
+            {"metadata": {"labels": ["a"]}},
+            "request.object.metadata.labels must map strings to strings",
+        ),
+        (
+            {"metadata": {"annotations": {"a": 1}}},
+            "request.object.metadata.annotations must map strings",
+        ),
+        ({"metadata": {"ownerReferences": {"a": 1}}}, "ownerReferences must be a list of objects"),
+        ({"spec": "none"}, "request.object.spec must be an object"),
+    ],
+)
+async def test_misshapen_pod_is_a_400_that_names_the_field(
+    change: dict[str, Any], message: str, now: datetime
+) -> None:
+    admitter, _, _ = make(base_cluster(), effects.InMemoryApi(), now)
+    pod = {**PodBuilder().obj(), **change}
+    answer = await admitter.admit(body_for(pod))
+    assert answer.status == 400 and message in answer.body["error"]

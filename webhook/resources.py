@@ -17,12 +17,16 @@ from kubernetes.utils import parse_quantity
 Resources = dict[str, int]
 
 PODS = "pods"
+MAX_EXPONENT = 30
 CPU = "cpu"
 
 
 def to_units(resource: str, quantity: Any) -> int:
     """Parse a Kubernetes quantity (``"500m"``, ``"1Gi"``, ``8``) into base units, rounding up."""
     amount: Decimal = parse_quantity(quantity)  # type: ignore[no-untyped-call]
+    if not amount.is_finite() or amount.adjusted() > MAX_EXPONENT:
+        # "1e999999999" parses, but rounding it would take forever; no node has that much.
+        raise ValueError(f"quantity {quantity!r} is out of range")
     if resource == CPU:
         amount *= 1000
     return math.ceil(amount)

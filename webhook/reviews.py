@@ -88,6 +88,8 @@ def from_document(doc: Any) -> Request:
     obj = req.get("object")
     if obj is not None and not isinstance(obj, Mapping):
         raise ReviewError("request.object must be an object or null")
+    if obj is not None:
+        _check_object(obj)
     dry_run = req.get("dryRun", False)
     if dry_run is None:
         dry_run = False
@@ -105,6 +107,25 @@ def from_document(doc: Any) -> Request:
         object=obj,
         dry_run=dry_run,
     )
+
+
+def _check_object(obj: Mapping[str, Any]) -> None:
+    """The shapes every later step relies on. The apiserver always sends them right; a hand-made
+    review that does not gets a 400 that names the field, rather than a fail-open."""
+    meta = obj.get("metadata", {})
+    if not isinstance(meta, Mapping):
+        raise ReviewError("request.object.metadata must be an object")
+    for field in ("labels", "annotations"):
+        values = meta.get(field) or {}
+        if not isinstance(values, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+        ):
+            raise ReviewError(f"request.object.metadata.{field} must map strings to strings")
+    refs = meta.get("ownerReferences") or []
+    if not isinstance(refs, list) or not all(isinstance(r, Mapping) for r in refs):
+        raise ReviewError("request.object.metadata.ownerReferences must be a list of objects")
+    if not isinstance(obj.get("spec", {}), Mapping):
+        raise ReviewError("request.object.spec must be an object")
 
 
 def request_uid(body: bytes) -> str:

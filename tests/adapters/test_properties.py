@@ -214,18 +214,13 @@ def test_damaged_real_pods_never_raise(sample: tuple[dict[str, Any], list[Any]])
 
 @given(index=st.integers(0, len(OBJECTS) - 1), data=st.data())
 def test_damaged_job_objects_never_raise(index: int, data: st.DataObject) -> None:
-    """The view's objects come from the apiserver, but a review may be fed any file.
-
-    Not yet for training-operator: it reads its job's spec without type checks (a ``spec: true``
-    job raises there), so it is left out until that module uses the tolerant base helpers.
-    """
+    """The view's objects come from the apiserver, but a review may be fed any file."""
     objects = copy.deepcopy(OBJECTS)
     objects[index]["spec"] = data.draw(damaged(objects[index]["spec"]))
     snapshot = view(*objects)
     for _, _, pod, _ in SAMPLES:
         for adapter in adapters.ADAPTERS:
-            if adapter.name != "training-operator":
-                check(adapter.recognise(pod, NS, snapshot))
+            check(adapter.recognise(pod, NS, snapshot))
 
 
 @pytest.mark.parametrize("adapter", adapters.ADAPTERS, ids=lambda a: a.name)

@@ -40,13 +40,18 @@ class TrainingOperatorAdapter:
         kind = str(ref["kind"])
         labels = base.labels_of(pod)
         owner = base.OwnerRef.from_reference(ref)
-        job = view.get(owner.api_version, kind, namespace, owner.name)
-        if job is not None and (job.get("metadata") or {}).get("uid") != owner.uid:
-            job = None  # a newer job reusing the name: not this pod's job
+        job = base.verified(view, ref, namespace)  # None for a newer job reusing the name
         field, coordinator_types = KINDS[kind]
-        specs: Mapping[str, Any] = ((job or {}).get("spec") or {}).get(field) or {}
+        specs = base.as_mapping(base.as_mapping(base.as_mapping(job).get("spec")).get(field))
         role = str(labels.get(REPLICA_TYPE) or "").lower()
-        demand, source = _demand(specs, pod)
+        demand, source = base.demand_or_fallback(
+            [
+                base.template_group(spec.get("template"), spec.get("replicas"))
+                for spec in specs.values()
+                if isinstance(spec, Mapping)
+            ],
+            pod,
+        )
         return base.Gang(
             framework=kind.lower(),
             owner=owner,
@@ -74,18 +79,3 @@ def _is_coordinator(
             return role == rtype
     # No coordinator replica type in this job: worker 0 coordinates (PyTorch/TF/JAX convention).
     return role == "worker" and labels.get(REPLICA_INDEX) == "0"
-
-
-def _demand(
-    specs: Mapping[str, Any], pod: Obj
-) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
-    groups = []
-    for spec in specs.values():
-        if not isinstance(spec, Mapping):
-            continue
-        group = base.template_group(spec.get("template"), spec.get("replicas"))
-        if group is not None and group.count:
-            groups.append(group)
-    if groups:
-        return tuple(groups), "job"
-    return base.fallback_demand(pod)
