@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -98,6 +99,71 @@ def audit_command(
     console = Console(width=max(Console().width, 140))
     console.print(audit.table(records))
     console.print(audit.summary(records))
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8443,
+    cert_file: Annotated[
+        Path | None, typer.Option("--cert-file", help="Serving certificate (PEM); reloaded live.")
+    ] = None,
+    key_file: Annotated[
+        Path | None, typer.Option("--key-file", help="Its private key (PEM).")
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster, else ~/.kube/config."),
+    ] = None,
+    config: ConfigOption = None,
+    audit_file: Annotated[
+        Path | None,
+        typer.Option("--audit-file", help="Also append audit JSON lines here (stdout always)."),
+    ] = None,
+    tls_min_version: Annotated[
+        str, typer.Option("--tls-min-version", help="Lowest TLS version: 1.2 or 1.3.")
+    ] = "1.2",
+    client_ca_file: Annotated[
+        Path | None,
+        typer.Option("--client-ca-file", help="Require client certificates signed by these CAs."),
+    ] = None,
+    namespace: Annotated[
+        str,
+        typer.Option(
+            "--namespace", envvar="POD_NAMESPACE", help="podium's own namespace (never mutated)."
+        ),
+    ] = "podium-system",
+    no_tls: Annotated[
+        bool, typer.Option("--no-tls", help="Plain HTTP, for local use behind a port-forward.")
+    ] = False,
+) -> None:
+    """Serve the admission webhook: watch the cluster, pin training pods, create their policies."""
+    if tls_min_version not in ("1.2", "1.3"):
+        raise _fail(f"--tls-min-version must be 1.2 or 1.3, not {tls_min_version!r}")
+    if not no_tls and (cert_file is None or key_file is None):
+        raise _fail("--cert-file and --key-file are required (or --no-tls for local use)")
+    settings = dataclasses.replace(_settings(config), own_namespace=namespace)
+    # Imported here: the web server and the Kubernetes client take a while to load, and the
+    # other commands need neither.
+    from webhook import kubeapi, server  # noqa: PLC0415
+
+    try:
+        server.run(
+            host=host,
+            port=port,
+            cert_file=cert_file,
+            key_file=key_file,
+            kubeconfig=kubeconfig,
+            settings=settings,
+            audit_file=audit_file,
+            tls_min_version="1.3" if tls_min_version == "1.3" else "1.2",
+            client_ca_file=client_ca_file,
+            use_tls=not no_tls,
+        )
+    except kubeapi.ClientConfigError as err:
+        raise _fail(str(err)) from err
+    except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
+        raise _fail(f"cannot serve: {err}") from err
 
 
 def main() -> None:

@@ -1,0 +1,322 @@
+"""The HTTP edge: the FastAPI app that answers the apiserver, and ``run`` that wires podium up.
+
+The app maps transport problems to HTTP codes and leaves every admission decision to the
+``Admitter``::
+
+    POST /mutate   200 AdmissionReview answer (also when podium fails open)
+                   400 not an AdmissionReview (the reason is in the body)
+                   413 body over 3 MiB (the apiserver's own cap), by header or by bytes read
+                   415 content type not application/json
+                   500 only when even the request uid cannot be read after an internal error
+    GET  /healthz  200 while the process serves
+    GET  /readyz   200 once the watch cache has synced, else 503 listing what it waits for
+    GET  /metrics  Prometheus text
+
+The body is read raw and answered with orjson bytes: no pydantic models on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.config
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
+
+from webhook import admission, audit, cache, kubeapi, reviews, tls
+from webhook.metrics import CONTENT_TYPE, Metrics
+from webhook.settings import Settings
+from webhook.snapshot import Snapshot
+
+log = logging.getLogger("podium.server")
+
+#: The apiserver never sends more (its own request size limit); neither will we read more.
+MAX_BODY = 3 * 1024 * 1024
+JSON = "application/json"
+
+Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+def _json(status: int, body: Any) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=JSON)
+
+
+def _is_json(content_type: str | None) -> bool:
+    """``application/json``, with parameters such as ``charset`` allowed."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == JSON
+
+
+def _declared_size(request: Request) -> int | None:
+    value = request.headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        size = int(value)
+    except ValueError:
+        raise _Refused(400, "bad-content-length", "Content-Length is not a number") from None
+    if size < 0:
+        raise _Refused(400, "bad-content-length", "Content-Length is negative")
+    return size
+
+
+def _too_large(size: int) -> _Refused:
+    return _Refused(
+        413, "too-large", f"request body of {size} bytes or more exceeds {MAX_BODY} bytes"
+    )
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, read chunk by chunk and abandoned as soon as it passes ``limit``."""
+    size = _declared_size(request)
+    if size is not None and size > limit:
+        raise _too_large(size)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(len(body))
+    return bytes(body)
+
+
+def create_app(
+    *,
+    admitter: admission.Admitter,
+    ready: Callable[[], bool],
+    pending: Callable[[], Sequence[str]] = lambda: (),
+    metrics: Metrics | None = None,
+    lifespan: Lifespan | None = None,
+    max_body: int = MAX_BODY,
+) -> FastAPI:
+    """The webhook app. Admissions are counted when the admitter was built with
+    ``observe=metrics.observe``; the app itself counts refused requests and the cache gauge."""
+    meter = metrics if metrics is not None else Metrics()
+    meter.track_ready(ready)
+    app = FastAPI(
+        title="podium", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+
+    @app.post("/mutate")
+    async def mutate(request: Request) -> Response:
+        body = b""
+        try:
+            if not _is_json(request.headers.get("content-type")):
+                raise _Refused(415, "unsupported-media-type", f"content type must be {JSON}")
+            body = await _read_body(request, max_body)
+            answer = await admitter.admit(body)
+            if answer.status != 200:
+                meter.rejected.labels(reason="malformed").inc()
+            return _json(answer.status, answer.body)
+        except _Refused as refused:
+            meter.rejected.labels(reason=refused.reason).inc()
+            return _json(refused.status, {"error": str(refused)})
+        except ClientDisconnect:
+            meter.rejected.labels(reason="client-disconnected").inc()
+            return _json(400, {"error": "the client went away before the body was read"})
+        except Exception as err:  # the server must answer, whatever broke
+            return _internal_error(body, err, meter)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json(200, {"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if ready():
+            return _json(200, {"status": "ready"})
+        return _json(503, {"status": "not ready", "waitingFor": list(pending())})
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(meter.render(), media_type=CONTENT_TYPE)
+
+    return app
+
+
+def _internal_error(body: bytes, err: Exception, meter: Metrics) -> Response:
+    """Fail open when the review can be answered at all; a bare 500 only when it cannot."""
+    uid = reviews.request_uid(body)
+    log.exception("unexpected error answering admission %r", uid)
+    if not uid:
+        meter.rejected.labels(reason="internal-error").inc()
+        return _json(500, {"error": f"internal error: {type(err).__name__}"})
+    meter.fail_open.inc()
+    meter.admissions.labels(outcome="fail-open", reason="server-error").inc()
+    why = f"internal error: {type(err).__name__}"
+    return _json(
+        200,
+        reviews.response(
+            uid=uid,
+            warnings=[admission.FAIL_OPEN_WARNING.format(why=why)],
+            audit_annotations={"outcome": "fail-open", "reason": why},
+        ),
+    )
+
+
+# -- running it ---------------------------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line on stderr; stdout carries only audit records."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(doc, default=str).decode()
+
+
+LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": f"{__name__}.JsonFormatter"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "stream": "ext://sys.stderr",
+        }
+    },
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+    },
+    "root": {"handlers": ["stderr"], "level": "INFO"},
+}
+
+
+def server_config(
+    app: FastAPI,
+    *,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    log_config: dict[str, Any] | None = LOG_CONFIG,
+) -> uvicorn.Config:
+    """uvicorn settings for the webhook: uvloop and httptools when installed ("auto"), TLS from
+    our own context (so the reloader can swap its pair), no access log, long keep-alive (the
+    apiserver reuses connections; closing them first invites a race on a request in flight)."""
+    options: dict[str, Any] = {}
+    if ssl_context is not None:
+        options["ssl_context_factory"] = lambda _config, _default: ssl_context
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="auto",
+        http="auto",
+        lifespan="on",
+        log_config=log_config,
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=120,
+        timeout_graceful_shutdown=10,
+        **options,
+    )
+
+
+def serving_lifespan(
+    watch_cache: cache.WatchCache | None, reloader: tls.CertReloader | None
+) -> Lifespan:
+    """Start the watch cache and the certificate reloader on the serving loop; stop both."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        reloading = asyncio.create_task(reloader.run(stop)) if reloader is not None else None
+        if watch_cache is not None:
+            watch_cache.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if reloading is not None:
+                await reloading
+            if watch_cache is not None:
+                await asyncio.to_thread(watch_cache.stop)
+
+    return lifespan
+
+
+def run(
+    *,
+    host: str,
+    port: int,
+    cert_file: Path | None,
+    key_file: Path | None,
+    kubeconfig: Path | None,
+    settings: Settings,
+    audit_file: Path | None,
+    tls_min_version: tls.TLSVersionName = "1.2",
+    client_ca_file: Path | None = None,
+    use_tls: bool = True,
+) -> None:
+    """Serve admissions until SIGTERM/SIGINT. Raises ``kubeapi.ClientConfigError``, ``OSError``
+    or ``ssl.SSLError`` when it cannot start."""
+    ssl_context: ssl.SSLContext | None = None
+    reloader: tls.CertReloader | None = None
+    if use_tls:
+        if cert_file is None or key_file is None:
+            raise ValueError("TLS needs a certificate and a key file")
+        ssl_context = tls.server_context(
+            cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
+        )
+        reloader = tls.CertReloader(ssl_context, cert_file, key_file)
+    api_client = kubeapi.load_client(kubeconfig)
+    logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
+    snapshot = Snapshot(zone_label=settings.zone_label)
+    watch_cache = cache.WatchCache(snapshot, kubeapi.KubeLister(api_client))
+    sinks: list[audit.Sink] = [audit.StreamSink()]
+    if audit_file is not None:
+        sinks.append(audit.FileSink(audit_file))
+    meter = Metrics()
+    admitter = admission.Admitter(
+        view=lambda: snapshot,
+        api=kubeapi.KubeApi(api_client, timeout=settings.time_budget_seconds),
+        settings=settings,
+        sink=audit.FanOut(sinks),
+        observe=meter.observe,
+    )
+    app = create_app(
+        admitter=admitter,
+        ready=watch_cache.is_ready,
+        pending=watch_cache.pending,
+        metrics=meter,
+        lifespan=serving_lifespan(watch_cache, reloader),
+    )
+    config = server_config(app, host=host, port=port, ssl_context=ssl_context)
+    log.info(
+        "podium serving on %s://%s:%d (own namespace %s, policy mode %s)",
+        "https" if ssl_context else "http",
+        host,
+        port,
+        settings.own_namespace,
+        settings.policy_mode,
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
