@@ -281,6 +281,18 @@ class TestCertReloader:
                 assert reloader.check_once() is tls.Reload.REJECTED
         assert len(caplog.records) == 1
 
+    def test_undoing_a_bad_edit_clears_the_error(
+        self, reloader: tls.CertReloader, files: Files
+    ) -> None:
+        good = files.key.read_bytes()
+        certs.atomic_write(files.key, b"garbage", mode=0o600)
+        assert reloader.check_once() is tls.Reload.REJECTED
+        assert reloader.last_error is not None
+        certs.atomic_write(files.key, good, mode=0o600)
+        assert reloader.check_once() is tls.Reload.UNCHANGED
+        assert reloader.last_error is None
+        assert reloader.reloads == 0
+
     def test_the_same_bytes_rewritten_are_not_reloaded(
         self, reloader: tls.CertReloader, files: Files
     ) -> None:

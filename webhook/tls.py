@@ -166,6 +166,8 @@ class CertReloader:
         self._fingerprint = fingerprint
         digest = pair.digest
         if self._loaded is not None and digest == self._loaded.digest:
+            # Back to the pair being served (say, a bad edit undone): nothing is wrong any more.
+            self._rejected, self.last_error = None, None
             return Reload.UNCHANGED
         if digest == self._rejected:
             return Reload.REJECTED
