@@ -3,7 +3,7 @@
 # kube-controller-manager, etcd, kwok) from the Go module proxy.
 #
 # Binaries go to a cache outside the repo, keyed by the pinned versions:
-#   ${PODIUM_CACHE:-$HOME/.cache/podium}/controlplane/<k8s>-<etcd>-<kwok>/bin/
+#   ${PODIUM_CACHE:-$HOME/.cache/podium}/controlplane/<k8s>-<etcd>-<kwok>-<recipe>/bin/
 # A build is skipped when all binaries are already there. Progress goes to
 # stderr; the last line on stdout is the bin dir.
 #
@@ -33,16 +33,23 @@ etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
 kwok_version="$(required_version kwok sigs.k8s.io/kwok)"
 
 cache_root="${PODIUM_CACHE:-$HOME/.cache/podium}/controlplane"
-key="${k8s_version}-${etcd_version}-${kwok_version}"
+# The recipe (this script and the module files) is part of the key too, so a change to it
+# rebuilds instead of reusing binaries built differently.
+recipe="$(cd "$here" && cat build.sh */go.mod */go.sum | sha256sum | cut -c1-8)"
+key="${k8s_version}-${etcd_version}-${kwok_version}-${recipe}"
 out="$cache_root/$key"
 bin="$out/bin"
 binaries=(kube-apiserver kube-scheduler kube-controller-manager etcd kwok)
+# kwok needs its Stage objects in a config file (kwokctl embeds the defaults;
+# the bare controller does not): copy the upstream defaults of the pinned kwok.
+stages_file=kwok-stages.yaml
 
 have_all() {
     local b
     for b in "${binaries[@]}"; do
         [[ -x "$1/$b" ]] || return 1
     done
+    [[ -s "$1/$stages_file" ]]
 }
 
 mkdir -p "$out"
@@ -60,6 +67,15 @@ export GOFLAGS="${GOFLAGS:--p=2}"
 export CGO_ENABLED=0
 build_flags=(-trimpath -ldflags=-s\ -w)
 
+# What hack/lib/version.sh stamps into a release build (else /version says v0.0.0-master).
+k8s_minor="${k8s_version#v1.}"
+k8s_minor="${k8s_minor%%.*}"
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor"
+    k8s_ldflags+=" -X $pkg.gitTreeState=clean"
+done
+
 staging="$(mktemp -d "$out/bin.tmp.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 
@@ -67,7 +83,7 @@ started=$SECONDS
 log "building kubernetes $k8s_version, etcd $etcd_version, kwok $kwok_version into $bin"
 
 log "kube-apiserver, kube-scheduler, kube-controller-manager ($k8s_version)"
-(cd "$here/kubernetes" && go build "${build_flags[@]}" -o "$staging/" \
+(cd "$here/kubernetes" && go build -trimpath -ldflags="$k8s_ldflags" -o "$staging/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kube-controller-manager)
@@ -77,6 +93,15 @@ log "etcd ($etcd_version)"
 
 log "kwok ($kwok_version)"
 (cd "$here/kwok" && go build "${build_flags[@]}" -o "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok)
+
+log "kwok default stages"
+kwok_dir="$(cd "$here/kwok" && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+for stage in node/fast/node-initialize.yaml \
+             node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    printf -- '---\n'
+    cat "$kwok_dir/kustomize/stage/$stage"
+done > "$staging/$stages_file"
 
 have_all "$staging" || { log "a binary is missing in $staging"; exit 1; }
 rm -rf "$bin"

@@ -1,0 +1,59 @@
+"""Fixtures for end-to-end tests against a real control plane (see docs/e2e.md).
+
+`local_cluster` (session scope) builds the binaries with controlplane/build.sh, or takes them
+from ``$PODIUM_CONTROLPLANE_BIN``, and starts a `LocalCluster` with kwok nodes in three zones and
+the CRDs of shared/fixtures/crds installed. It skips only when ``go`` is not on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .cluster import ZONES, ApiError, LocalCluster, crd_files
+
+BUILD_SCRIPT = Path(__file__).resolve().parent / "controlplane" / "build.sh"
+
+
+def controlplane_bin_dir() -> Path:
+    """The bin dir of the control plane: $PODIUM_CONTROLPLANE_BIN, else what build.sh prints."""
+    if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
+        return Path(from_env)
+    if shutil.which("go") is None:
+        pytest.skip("go is not on PATH: cannot build the control plane for e2e tests")
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
+    )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    bin_dir = controlplane_bin_dir()
+    with LocalCluster(bin_dir, tmp_path_factory.mktemp("controlplane")) as cluster:
+        cluster.create_fake_nodes(ZONES)
+        cluster.install_crds(crd_files())
+        yield cluster
+
+
+@pytest.fixture
+def namespace(local_cluster: LocalCluster) -> Iterator[str]:
+    """A fresh namespace, deleted afterwards (without waiting for it to go)."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    local_cluster.request(
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+    yield name
+    try:
+        local_cluster.request("DELETE", f"/api/v1/namespaces/{name}")
+    except ApiError as error:
+        if error.status != 404:
+            raise
