@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -727,3 +728,26 @@ def socket_closed_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     yield port
+
+
+def test_load_client_reads_a_kubeconfig_with_a_pool_for_every_watch(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        orjson.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "u", "user": {"token": "t0ken"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        ).decode()
+    )
+    api_client = kubeapi.load_client(kubeconfig)
+    configuration = api_client.configuration
+    assert configuration.host == "https://127.0.0.1:6443"
+    assert configuration.connection_pool_maxsize > len(cache.WATCHED)
+    assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer t0ken"
+    with pytest.raises(kubeapi.ClientConfigError):
+        kubeapi.load_client(tmp_path / "missing")

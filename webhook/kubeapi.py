@@ -68,6 +68,11 @@ def load_client(kubeconfig: Path | None) -> k8s.ApiClient:
         raise ClientConfigError(
             f"cannot load a Kubernetes configuration from {where}: {err}"
         ) from err
+    # One connection per open watch, plus admissions' calls: the default pool (5 per CPU) is
+    # smaller than the number of watches and would churn connections.
+    configuration.connection_pool_maxsize = max(
+        configuration.connection_pool_maxsize or 0, len(cache.WATCHED) + 32
+    )
     return k8s.ApiClient(configuration)
 
 
