@@ -430,7 +430,7 @@ json_values = st.recursive(
 )
 
 PROPERTY_WORLD = make_world()
-CASES: dict[str, int] = {"bodies": 0, "reviews": 0}
+CASES: dict[str, int] = {"bodies": 0, "reviews": 0, "reviews answered 200": 0}
 
 
 @pytest.fixture(scope="module")
@@ -451,7 +451,7 @@ def check_answer(response: httpx.Response, uid: Any) -> None:
     assert_valid_answer(doc, uid)
 
 
-@hsettings(max_examples=1000)
+@hsettings(max_examples=600)
 @given(body=json_values.map(lambda v: json.dumps(v).encode()) | st.binary(max_size=200))
 def test_any_body_gets_an_answer(shared_client: Client, body: bytes) -> None:
     CASES["bodies"] += 1
@@ -461,40 +461,50 @@ def test_any_body_gets_an_answer(shared_client: Client, body: bytes) -> None:
 unicode_text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20
 )
-mutations = st.fixed_dictionaries(
+#: Variations the apiserver can send: every one of them must be decided, never failed open.
+possible = st.fixed_dictionaries(
     {},
     optional={
-        "apiVersion": st.sampled_from(["admission.k8s.io/v1beta1", "v1", ""]) | st.none(),
-        "kind": st.sampled_from(["AdmissionReview", "Pod", ""]) | st.none(),
-        "uid": st.none() | st.just("") | st.integers() | unicode_text.filter(bool),
-        "operation": st.sampled_from(
-            ["CREATE", "UPDATE", "DELETE", "CONNECT", "PATCH", "", "create"]
-        )
-        | st.integers(),
+        "uid": unicode_text.filter(bool),
+        "operation": st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
         "subResource": st.sampled_from(["", "status", "ephemeralcontainers", "binding"])
         | st.none(),
         "requestKind": st.sampled_from(["Pod", "Deployment", "Binding"]),
         "namespace": st.sampled_from([NS, "kube-system", "podium-system", "sandbox", ""])
         | unicode_text,
-        "dryRun": st.booleans() | st.none() | st.just("yes"),
-        "object": st.none() | st.integers() | st.lists(st.integers(), max_size=2) | unicode_text,
-        "userInfo": st.none() | st.just("admin") | st.just({"username": "u", "groups": ["g"]}),
+        "dryRun": st.booleans(),
+        "object": st.none(),
+        "userInfo": st.just({"username": "system:serviceaccount:kubeflow:training-operator"}),
         "labels": st.dictionaries(
             unicode_text.filter(bool),
             st.text(max_size=3) | st.just("v" * 70_000) | unicode_text,
             max_size=3,
         ),
-        "labels_not_a_dict": st.just(True),
-        "metadata": st.none() | st.just("m") | st.just({}),
-        "spec": st.none() | st.just([]) | st.just({"containers": "x"}) | st.just({"affinity": 3}),
         "annotations": st.dictionaries(
             st.sampled_from(["podium.dev/skip", "kubernetes.io/config.mirror", "x"]),
             st.sampled_from(["true", "false", ""]),
             max_size=2,
         ),
+    },
+)
+#: Bodies nobody but an attacker or a bug would send: answered 400, or failed open.
+hostile = st.fixed_dictionaries(
+    {},
+    optional={
+        "apiVersion": st.sampled_from(["admission.k8s.io/v1beta1", "v1", ""]) | st.none(),
+        "kind": st.sampled_from(["AdmissionReview", "Pod", ""]) | st.none(),
+        "uid": st.none() | st.just("") | st.integers(),
+        "operation": st.sampled_from(["PATCH", "", "create"]) | st.integers(),
+        "dryRun": st.none() | st.just("yes"),
+        "object": st.integers() | st.lists(st.integers(), max_size=2) | unicode_text,
+        "userInfo": st.none() | st.just("admin"),
+        "labels_not_a_dict": st.just(True),
+        "metadata": st.none() | st.just("m") | st.just({}),
+        "spec": st.none() | st.just([]) | st.just({"containers": "x"}) | st.just({"affinity": 3}),
         "drop": st.sets(st.sampled_from(["request", "object", "uid", "kind", "userInfo"])),
     },
 )
+mutations = possible | st.tuples(possible, hostile).map(lambda pair: {**pair[0], **pair[1]})
 
 
 IMPOSSIBLE_SHAPES = {"labels_not_a_dict", "metadata", "spec"}
@@ -533,7 +543,7 @@ def mutate_review(changes: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-@hsettings(max_examples=2000)
+@hsettings(max_examples=1000)
 @given(changes=mutations)
 def test_any_mutation_of_a_valid_review_gets_an_answer(
     shared_client: Client, changes: dict[str, Any]
@@ -543,6 +553,7 @@ def test_any_mutation_of_a_valid_review_gets_an_answer(
     body = json.dumps(doc).encode()  # orjson refuses integers beyond 64 bits; the server must not
     response = post(shared_client, body)
     check_answer(response, reviews.request_uid(body))
+    CASES["reviews answered 200"] += response.status_code == 200
     # Shapes the apiserver cannot send (it decodes the pod into its Go type first) may make the
     # decision fail; the server then fails open. Every shape it can send must be decided.
     if response.status_code == 200 and not changes.keys() & IMPOSSIBLE_SHAPES:
