@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from .cluster import ZONES, ApiError, LocalCluster, crd_files
+from .cluster import ZONES, ApiError, ControlPlaneError, LocalCluster, crd_files
 
 pytestmark = pytest.mark.e2e
 
@@ -205,3 +206,18 @@ def test_audit_log_records_requests(local_cluster: LocalCluster, namespace: str)
     local_cluster.wait_for("the audit event of the ConfigMap", audited, timeout=30)
     lines = local_cluster.audit_log.read_text().splitlines()
     assert all(json.loads(line)["kind"] == "Event" for line in lines)
+
+
+def test_failed_start_raises_with_the_log_and_leaves_no_process(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    broken = LocalCluster(
+        local_cluster.bin_dir, tmp_path, extra_apiserver_args=["--no-such-flag=1"]
+    )
+    with pytest.raises(ControlPlaneError) as failed, broken:
+        pytest.fail("a cluster with a bad apiserver flag started")
+    message = str(failed.value)
+    assert message.startswith("kube-apiserver: exited with code")
+    assert "no-such-flag" in message  # the tail of the apiserver's log
+    assert set(broken.processes) == {"etcd", "kube-apiserver"}
+    assert all(p.returncode is not None for p in broken.processes.values())
