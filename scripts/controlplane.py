@@ -41,6 +41,7 @@ def up(*, keep: bool, workdir: Path | None) -> None:
     binaries = bin_dir()
     work = workdir or Path(tempfile.mkdtemp(prefix="podium-controlplane-"))
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     with LocalCluster(binaries, work) as cluster:
         nodes = cluster.create_fake_nodes(ZONES)
         crds = cluster.install_crds(crd_files())
