@@ -510,6 +510,13 @@ class LocalCluster:
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             # Endpoints may not hold a loopback address, so don't publish one for "kubernetes".
             "--endpoint-reconciler-type=none",
             "--authorization-mode=Node,RBAC",
@@ -517,7 +524,6 @@ class LocalCluster:
             f"--audit-policy-file={self.audit_policy_file}",
             f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json",
-            "--audit-log-maxbackup=1",
             "--allow-privileged=true",
             "--profiling=false",
             *self.extra_apiserver_args,
@@ -596,6 +602,13 @@ class LocalCluster:
         self.issue_certificate(
             "admin", common_name="podium-e2e-admin", organizations=["system:masters"], client=True
         )
+        # The front-proxy (request header) CA and client of the aggregation layer, as kubeadm
+        # sets them up; without them every component logs a missing requestheader CA bundle.
+        front_proxy = _CertificateAuthority.create("podium-e2e-front-proxy-ca")
+        _write_cert(self.pki_dir / "front-proxy-ca.crt", front_proxy.cert)
+        cert, key = front_proxy.issue(common_name="front-proxy-client", client=True)
+        _write_cert(self.pki_dir / "front-proxy-client.crt", cert)
+        _write_key(self.pki_dir / "front-proxy-client.key", key)
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         _write_key(self.pki_dir / "sa.key", sa_key)
         (self.pki_dir / "sa.pub").write_bytes(
@@ -841,7 +854,7 @@ class LocalCluster:
         zones: Mapping[str, Sequence[int]],
         *,
         wait_ready: bool = True,
-        timeout: float = 60.0,
+        timeout: float = 120.0,
     ) -> list[str]:
         """Create one kwok Node per GPU count, per zone; return their names.
 
