@@ -266,3 +266,20 @@ async def test_misshapen_pod_is_a_400_that_names_the_field(
     pod = {**PodBuilder().obj(), **change}
     answer = await admitter.admit(body_for(pod))
     assert answer.status == 400 and message in answer.body["error"]
+
+
+async def test_fail_open_survives_a_broken_audit_builder(
+    now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pj = pytorchjob()
+    api = effects.InMemoryApi()
+    api.fail = lambda _op, _m: effects.ApiError("boom", status=500)
+    admitter, sink, _ = make(base_cluster(pj), api, now)
+
+    def broken_build(**_: Any) -> Any:
+        raise ValueError("bad record")
+
+    monkeypatch.setattr("webhook.audit.build", broken_build)
+    resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), uid="u-7")))
+    assert resp["uid"] == "u-7" and resp["allowed"] is True and "patch" not in resp
+    assert sink.records == []

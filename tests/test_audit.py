@@ -140,3 +140,21 @@ def test_audit_command_filters_and_json(tmp_path: Path, now: datetime) -> None:
 def test_audit_command_bad_arguments(tmp_path: Path) -> None:
     assert runner.invoke(app, ["audit", str(tmp_path / "missing")]).exit_code == 2
     assert runner.invoke(app, ["audit", "-o", "xml"], input="").exit_code == 2
+
+
+def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime) -> None:
+    class Broken:
+        def write(self, record: audit.AuditRecord) -> None:
+            raise OSError("stdout closed")
+
+    pj = pytorchjob()
+    rec = record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    path = tmp_path / "audit.jsonl"
+    fan = audit.FanOut([Broken(), audit.FileSink(path)])
+    try:
+        fan.write(rec)
+    except OSError as err:
+        assert str(err) == "stdout closed"
+    else:
+        raise AssertionError("the failure was swallowed")
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [rec]

@@ -136,18 +136,23 @@ class Admitter:
         why: str,
     ) -> Answer:
         warning = FAIL_OPEN_WARNING.format(why=why)
-        record = audit.build(
-            request=request,
-            decision=decision,
-            time=now,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            outcome="fail-open",
-            reason="fail-open",
-            detail=why,
-            warnings=[warning],
-            error=why,
-        )
-        self._emit(record)
+        record: audit.AuditRecord | None = None
+        try:
+            record = audit.build(
+                request=request,
+                decision=decision,
+                time=now,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                outcome="fail-open",
+                reason="fail-open",
+                detail=why,
+                warnings=[warning],
+                error=why,
+            )
+        except Exception:  # the safety net itself must not throw
+            log.exception("building the fail-open audit record for %s failed", request.uid)
+        else:
+            self._emit(record)
         body = reviews.response(
             uid=request.uid,
             warnings=[warning],

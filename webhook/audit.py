@@ -131,8 +131,15 @@ class FanOut:
         self.sinks = tuple(sinks)
 
     def write(self, record: AuditRecord) -> None:
+        """Every sink gets the record even when another one fails; the first failure is raised."""
+        failure: Exception | None = None
         for sink in self.sinks:
-            sink.write(record)
+            try:
+                sink.write(record)
+            except Exception as err:
+                failure = failure or err
+        if failure is not None:
+            raise failure
 
 
 # -- reading back --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import orjson
 import typer
 from rich.console import Console
 
-from webhook import audit, offline
+from webhook import audit, certs_cli, offline
 from webhook.settings import Settings, SettingsError
 
 app = typer.Typer(
@@ -164,6 +164,9 @@ def serve(
         raise _fail(str(err)) from err
     except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
         raise _fail(f"cannot serve: {err}") from err
+
+
+app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")
 
 
 def main() -> None:

@@ -43,12 +43,18 @@ def term_matches(term: Obj, node_name: str, node_labels: Mapping[str, str]) -> b
     )
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def required_terms(spec: Obj) -> list[Obj] | None:
-    """The pod's required nodeSelectorTerms, or None when it has none."""
-    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    """The pod's required nodeSelectorTerms (the well-formed ones), or None when it has none."""
+    affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = _mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = required.get("nodeSelectorTerms")
-    return list(terms) if terms else None
+    if not isinstance(terms, list):
+        return None
+    return [t for t in terms if isinstance(t, Mapping)] or None
 
 
 def admits_labels(spec: Obj, node_name: str, node_labels: Mapping[str, str]) -> bool:
