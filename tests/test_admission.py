@@ -283,3 +283,15 @@ async def test_fail_open_survives_a_broken_audit_builder(
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), uid="u-7")))
     assert resp["uid"] == "u-7" and resp["allowed"] is True and "patch" not in resp
     assert sink.records == []
+
+
+async def test_label_tampering_update_is_refused_with_403(now: datetime) -> None:
+    admitter, sink, _ = make(base_cluster(), effects.InMemoryApi(), now)
+    doc = reviews.review_for_pod(
+        PodBuilder(NS, name="p").label(labels.JOB, "other-job").obj(), uid="u-3"
+    )
+    doc["request"].update(operation="UPDATE", oldObject=PodBuilder(NS, name="p").obj())
+    resp = response(await admitter.admit(orjson.dumps(doc)))
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    assert "cannot be changed afterwards" in resp["status"]["message"]
+    assert sink.records[0]["outcome"] == "denied"

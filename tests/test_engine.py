@@ -463,3 +463,36 @@ def test_record_carries_the_decision(now: datetime) -> None:
             "blockOwnerDeletion": False,
         }
     ]
+
+
+# -- updates: podium's label is podium's ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "denied"),
+    [
+        (None, "job-b", True),  # added afterwards: would walk into job-b's policy
+        ("job-a", "job-b", True),  # moved into another job's policy
+        ("job-a", None, True),  # removed: would leave its own job's policy
+        ("job-a", "job-a", False),
+        (None, None, False),
+    ],
+)
+def test_update_of_the_trusted_label_is_denied(
+    old: str | None, new: str | None, denied: bool, now: datetime
+) -> None:
+    def with_label(value: str | None) -> dict[str, Any]:
+        builder = PodBuilder(NS, name="p").label("app", "x")
+        if value is not None:
+            builder.label(labels.JOB, value)
+        return builder.obj()
+
+    doc = reviews.review_for_pod(with_label(new))
+    doc["request"].update(operation="UPDATE", oldObject=with_label(old))
+    view = Snapshot.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
+    decision = engine.decide(reviews.from_document(doc), view, SETTINGS, now=now)
+    assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)
+    assert decision.patch == [] and decision.effects == ()
+    if denied:
+        assert decision.reason == "trusted-label-changed"
+        assert f"({old!r} → {new!r})" in (decision.denial or "")

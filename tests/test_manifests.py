@@ -101,7 +101,7 @@ def test_the_webhook_configuration() -> None:
     }
     assert webhook["rules"] == [
         {
-            "operations": ["CREATE"],
+            "operations": ["CREATE", "UPDATE"],
             "apiGroups": [""],
             "apiVersions": ["v1"],
             "resources": ["pods"],
@@ -119,9 +119,16 @@ def test_the_webhook_configuration() -> None:
         ]
     }
     conditions = {c["name"]: c["expression"] for c in webhook["matchConditions"]}
+    label = "podium.dev/job"
+    new_label = f"(has(object.metadata.labels) && '{label}' in object.metadata.labels"
+    old_label = f"(has(oldObject.metadata.labels) && '{label}' in oldObject.metadata.labels"
     assert conditions == {
-        "controller-owned": "has(object.metadata.ownerReferences) && "
-        "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)",
+        "training-pod-or-job-label-change": "request.operation == 'UPDATE' "
+        f"? {new_label} ? object.metadata.labels['{label}'] : '') != "
+        f"{old_label} ? oldObject.metadata.labels['{label}'] : '') "
+        ": (has(object.metadata.ownerReferences) && "
+        "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)) || "
+        f"{new_label})",
         "not-a-mirror-pod": "!has(object.metadata.annotations) || "
         "!('kubernetes.io/config.mirror' in object.metadata.annotations)",
     }

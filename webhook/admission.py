@@ -109,6 +109,9 @@ class Admitter:
             patch=decision.patch,
             warnings=warnings,
             audit_annotations=decision.audit_annotations(),
+            allowed=decision.denial is None,
+            message=decision.denial,
+            code=403 if decision.denial else None,
         )
         return Answer(200, body, record, decision)
 

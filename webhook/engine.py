@@ -19,7 +19,7 @@ from webhook.reviews import Request
 from webhook.settings import Settings
 from webhook.snapshot import Obj, Snapshot
 
-Outcome = Literal["pinned", "unpinned", "skipped"]
+Outcome = Literal["pinned", "unpinned", "skipped", "denied"]
 
 HOST_NETWORK_WARNING = (
     "podium: this training pod uses hostNetwork, which bypasses pod network policy; "
@@ -45,6 +45,8 @@ class Decision:
     warnings: tuple[str, ...] = ()
     capacity: tuple[zones.ZoneCapacity, ...] = ()
     policy_name: str | None = None
+    #: Set when the admission is refused (only for attempts to change podium's trusted label).
+    denial: str | None = None
 
     @property
     def record(self) -> Manifest | None:
@@ -78,6 +80,8 @@ def decide(
     creating the record lost a race and the winner's record has been read back)."""
     namespace = request.namespace
     pod = request.object
+    if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
+        return _guard_update(request)
     if not request.is_pod or request.operation != "CREATE" or request.sub_resource or pod is None:
         what = f"{request.operation} {request.kind.get('kind', '?')}"
         if request.sub_resource:
@@ -100,6 +104,36 @@ def decide(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
     return _pin(pod, namespace, gang, view, settings, now=now, recorded=recorded)
+
+
+def _trusted_label(pod: Obj | None) -> str | None:
+    value = ((pod or {}).get("metadata") or {}).get("labels") or {}
+    return value.get(labels.JOB) if isinstance(value, Mapping) else None
+
+
+def _guard_update(request: Request) -> Decision:
+    """Only podium sets its job label, at creation: an update that adds, changes or removes it
+    would move a pod into (or out of) some job's allow policy, so it is refused."""
+    before, after = _trusted_label(request.old_object), _trusted_label(request.object)
+    if before == after:
+        return Decision(
+            outcome="skipped",
+            reason="not-a-pod-creation",
+            detail="UPDATE Pod that leaves podium's label alone",
+            namespace=request.namespace,
+        )
+    message = (
+        f"the {labels.JOB} label is set by podium when a pod is created and cannot be "
+        f"changed afterwards ({before!r} → {after!r})"
+    )
+    return Decision(
+        outcome="denied",
+        reason="trusted-label-changed",
+        detail=message,
+        namespace=request.namespace,
+        pod=request.object,
+        denial=message,
+    )
 
 
 def _guard(pod: Obj, namespace: str, view: Snapshot, settings: Settings) -> tuple[str, str] | None:

@@ -36,6 +36,7 @@ class Request:
     operation: str
     user: Mapping[str, Any]
     object: Obj | None
+    old_object: Obj | None
     dry_run: bool
 
     @property
@@ -90,6 +91,9 @@ def from_document(doc: Any) -> Request:
         raise ReviewError("request.object must be an object or null")
     if obj is not None:
         _check_object(obj)
+    old = req.get("oldObject")
+    if old is not None and not isinstance(old, Mapping):
+        raise ReviewError("request.oldObject must be an object or null")
     dry_run = req.get("dryRun", False)
     if dry_run is None:
         dry_run = False
@@ -105,6 +109,7 @@ def from_document(doc: Any) -> Request:
         operation=operation,
         user=_map(req.get("userInfo"), "userInfo"),
         object=obj,
+        old_object=old,
         dry_run=dry_run,
     )
 

@@ -41,6 +41,7 @@ class Podium:
         self.log_file = work_dir / "podium.log"
         self.config = config
         self.process: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
         self.cert, self.key = cluster.issue_certificate(
             "podium",
             common_name="podium",
@@ -107,6 +108,9 @@ class Podium:
             return str(resp.read().decode())
 
     def stop(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         if self.process is None:
             return
         if self.process.poll() is None:

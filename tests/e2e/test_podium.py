@@ -636,3 +636,70 @@ def test_podium_down_fails_open_and_the_gap_is_visible(
     finally:
         podium.start()
         wait_for_webhook(local_cluster)
+
+
+def test_copying_a_jobs_label_does_not_get_a_pod_into_its_policy(
+    local_cluster: LocalCluster, ns: str
+) -> None:
+    job = pytorchjob(local_cluster, ns, "victim", workers=0, gpus=1)
+    (victim,) = create_concurrently(local_cluster, pytorch_pods(job, workers=0, gpus=1))
+    key = victim["metadata"]["labels"][JOB]
+    # A bare pod (no controller) that copies the job's labels, podium's included.
+    intruder = create(
+        local_cluster,
+        pod(ns, name="intruder", gpus=0, owners=[], labels={**victim["metadata"]["labels"]}),
+    )
+    assert JOB not in intruder["metadata"]["labels"]
+    # A pod whose controller is another (fake) job but that claims the victim's key.
+    other = pod(
+        ns,
+        name="other-0",
+        gpus=0,
+        labels={JOB: key, "training.kubeflow.org/job-name": "victim"},
+        owners=[
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "name": "victim",
+                "uid": str(uuid.uuid4()),
+                "controller": True,
+            }
+        ],
+    )
+    assert create(local_cluster, other)["metadata"]["labels"][JOB] != key
+
+
+def test_changing_podiums_label_later_is_refused(local_cluster: LocalCluster, ns: str) -> None:
+    job = pytorchjob(local_cluster, ns, "tamper", workers=0, gpus=1)
+    (created,) = create_concurrently(local_cluster, pytorch_pods(job, workers=0, gpus=1))
+    bystander = create(
+        local_cluster, pod(ns, name="bystander", gpus=0, owners=[], labels={"app": "x"})
+    )
+    path = f"/api/v1/namespaces/{ns}/pods/bystander"
+    with pytest.raises(ApiError) as err:
+        local_cluster.request(
+            "PATCH",
+            path,
+            {"metadata": {"labels": {JOB: created["metadata"]["labels"][JOB]}}},
+            content_type="application/merge-patch+json",
+        )
+    assert err.value.status == 403 and "cannot be changed afterwards" in err.value.body
+    with pytest.raises(ApiError) as err:
+        local_cluster.request(
+            "PATCH",
+            f"/api/v1/namespaces/{ns}/pods/{created['metadata']['name']}",
+            {"metadata": {"labels": {JOB: None}}},
+            content_type="application/merge-patch+json",
+        )
+    assert err.value.status == 403
+    # Other label changes pass untouched (the webhook is not even called for them).
+    patched = local_cluster.request(
+        "PATCH",
+        path,
+        {"metadata": {"labels": {"app": "y"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert (
+        patched["metadata"]["labels"] == {"app": "y"}
+        and bystander["metadata"]["name"] == "bystander"
+    )
