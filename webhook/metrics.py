@@ -71,6 +71,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.events_dropped = Counter(
+            "podium_events_dropped",
+            "Kubernetes Events not posted, by reason (queue-full, post-failed).",
+            ["reason"],
+            registry=r,
+        )
         self.cache_synced = Gauge(
             "podium_cache_synced",
             "1 once the watch cache has listed every installed resource, else 0.",

@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import logging
 import logging.config
+import os
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -32,7 +34,7 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 
-from webhook import admission, audit, cache, kubeapi, reviews, tls
+from webhook import admission, audit, cache, events, kubeapi, reviews, tls
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.settings import Settings
 from webhook.snapshot import Snapshot
@@ -239,14 +241,18 @@ def server_config(
 
 
 def serving_lifespan(
-    watch_cache: cache.WatchCache | None, reloader: tls.CertReloader | None
+    watch_cache: cache.WatchCache | None,
+    reloader: tls.CertReloader | None,
+    recorder: events.EventRecorder | None = None,
 ) -> Lifespan:
-    """Start the watch cache and the certificate reloader on the serving loop; stop both."""
+    """Start the watch cache, the certificate reloader and the event poster on the serving loop;
+    stop them all."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
         reloading = asyncio.create_task(reloader.run(stop)) if reloader is not None else None
+        posting = asyncio.create_task(recorder.run(stop)) if recorder is not None else None
         if watch_cache is not None:
             watch_cache.start()
         try:
@@ -255,6 +261,8 @@ def serving_lifespan(
             stop.set()
             if reloading is not None:
                 await reloading
+            if posting is not None:
+                await posting
             if watch_cache is not None:
                 await asyncio.to_thread(watch_cache.stop)
 
@@ -293,19 +301,29 @@ def run(
     if audit_file is not None:
         sinks.append(audit.FileSink(audit_file))
     meter = Metrics()
+    recorder = events.EventRecorder(
+        kubeapi.KubeApi(api_client, timeout=events.POST_TIMEOUT).create,
+        instance=os.environ.get("POD_NAME") or socket.gethostname(),
+        on_drop=lambda reason: meter.events_dropped.labels(reason=reason).inc(),
+    )
+
+    def observe(record: audit.AuditRecord) -> None:
+        meter.observe(record)
+        recorder.observe(record)
+
     admitter = admission.Admitter(
         view=lambda: snapshot,
         api=kubeapi.KubeApi(api_client, timeout=settings.time_budget_seconds),
         settings=settings,
         sink=audit.FanOut(sinks),
-        observe=meter.observe,
+        observe=observe,
     )
     app = create_app(
         admitter=admitter,
         ready=watch_cache.is_ready,
         pending=watch_cache.pending,
         metrics=meter,
-        lifespan=serving_lifespan(watch_cache, reloader),
+        lifespan=serving_lifespan(watch_cache, reloader, recorder),
     )
     config = server_config(app, host=host, port=port, ssl_context=ssl_context)
     log.info(
