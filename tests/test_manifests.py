@@ -20,6 +20,7 @@ import yaml
 
 from tests import schemas
 from webhook import cache
+from webhook.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
@@ -214,6 +215,8 @@ def test_the_container_serves_https_with_the_mounted_certificate(container: Obj)
         "/certs/tls.key",
         "--port",
         "8443",
+        "--config",
+        "/config/podium.yaml",
     ]
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
@@ -223,6 +226,23 @@ def test_the_container_serves_https_with_the_mounted_certificate(container: Obj)
     resources = container["resources"]
     assert resources["requests"].keys() == {"cpu", "memory"}
     assert "memory" in resources["limits"]
+
+
+def test_the_settings_come_from_the_config_map(deployment: Obj, container: Obj) -> None:
+    config_map = find(base_objects(), "ConfigMap", "podium-config")
+    settings = Settings.from_mapping(yaml.safe_load(config_map["data"]["podium.yaml"]))
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/config"]["readOnly"] is True and "subPath" not in mounts["/config"]
+    assert volumes[mounts["/config"]["name"]]["configMap"]["name"] == "podium-config"
+    # The opt-in label podium checks is the one the apiserver selects namespaces by.
+    (webhook,) = find(base_objects(), "MutatingWebhookConfiguration")["webhooks"]
+    opt_in = webhook["namespaceSelector"]["matchExpressions"][0]
+    assert opt_in == {
+        "key": settings.namespace_label,
+        "operator": "In",
+        "values": [settings.namespace_label_value],
+    }
 
 
 def test_certificates_come_from_the_secret_as_a_directory(deployment: Obj, container: Obj) -> None:
