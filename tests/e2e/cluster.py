@@ -379,7 +379,8 @@ class LocalCluster:
         ):
             if not os.access(self.bin_dir / binary, os.X_OK):
                 raise ControlPlaneError(f"{self.bin_dir / binary} is missing (run build.sh)")
-        for directory in (self.work_dir, self.pki_dir, self.logs_dir, self.audit_log.parent):
+        kwok_home = self.work_dir / "kwok"  # so kwok never reads a ~/.kwok/kwok.yaml
+        for directory in (self.pki_dir, self.logs_dir, self.audit_log.parent, kwok_home):
             directory.mkdir(parents=True, exist_ok=True)
         # Every start is a new cluster: etcd's old data would not match the new ports and keys.
         shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)
@@ -403,7 +404,7 @@ class LocalCluster:
             "kube-controller-manager", self._controller_manager_args(manager_port)
         )
         scheduler = self._spawn("kube-scheduler", self._scheduler_args(scheduler_port))
-        kwok = self._spawn("kwok", self._kwok_args(), env={"HOME": str(self.work_dir / "kwok")})
+        kwok = self._spawn("kwok", self._kwok_args(), env={"HOME": str(kwok_home)})
         self._wait(manager, lambda: self._http_ok(manager_port, "/healthz", tls=True))
         self._wait(scheduler, lambda: self._http_ok(scheduler_port, "/healthz", tls=True))
         # Pods are rejected until the serviceaccount controller has made the namespace's
@@ -428,7 +429,6 @@ class LocalCluster:
         child_env["NO_PROXY"] = child_env["no_proxy"] = f"{HOST},localhost"
         for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
             child_env.pop(var, None)
-        (self.work_dir / "kwok").mkdir(exist_ok=True)
         with component.log_path.open("ab") as log:
             component.process = subprocess.Popen(
                 component.args,
