@@ -25,7 +25,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,18 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 
-from webhook import admission, audit, cache, events, kubeapi, reviews, tls
+from webhook import (
+    admission,
+    audit,
+    cache,
+    events,
+    kubeapi,
+    kubeops,
+    leader,
+    reconciler,
+    reviews,
+    tls,
+)
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.settings import Settings
 from webhook.snapshot import Snapshot
@@ -244,15 +255,17 @@ def serving_lifespan(
     watch_cache: cache.WatchCache | None,
     reloader: tls.CertReloader | None,
     recorder: events.EventRecorder | None = None,
+    background: Sequence[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = (),
 ) -> Lifespan:
-    """Start the watch cache, the certificate reloader and the event poster on the serving loop;
-    stop them all."""
+    """Start the watch cache, the certificate reloader, the event poster and ``background``
+    loops (leader election, reconciler) on the serving loop; stop them all."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
         reloading = asyncio.create_task(reloader.run(stop)) if reloader is not None else None
         posting = asyncio.create_task(recorder.run(stop)) if recorder is not None else None
+        loops = [asyncio.create_task(loop(stop)) for loop in background]
         if watch_cache is not None:
             watch_cache.start()
         try:
@@ -263,6 +276,7 @@ def serving_lifespan(
                 await reloading
             if posting is not None:
                 await posting
+            await asyncio.gather(*loops, return_exceptions=True)
             if watch_cache is not None:
                 await asyncio.to_thread(watch_cache.stop)
 
@@ -318,12 +332,27 @@ def run(
         sink=audit.FanOut(sinks),
         observe=observe,
     )
+    objects = kubeops.KubeObjects(api_client)
+    elector = leader.LeaderElector(
+        objects, namespace=settings.own_namespace, identity=leader.default_identity()
+    )
+    keeper = reconciler.Reconciler(
+        view=lambda: snapshot,
+        ready=watch_cache.is_ready,
+        api=objects,
+        settings=settings,
+        sink=audit.FanOut(sinks),
+        tuning=reconciler.Tuning.from_env(),
+        is_leader=lambda: elector.is_leader,
+    )
     app = create_app(
         admitter=admitter,
         ready=watch_cache.is_ready,
         pending=watch_cache.pending,
         metrics=meter,
-        lifespan=serving_lifespan(watch_cache, reloader, recorder),
+        lifespan=serving_lifespan(
+            watch_cache, reloader, recorder, background=(elector.run, keeper.run)
+        ),
     )
     config = server_config(app, host=host, port=port, ssl_context=ssl_context)
     log.info(
