@@ -1,4 +1,4 @@
-"""The ``podium`` command: ``serve``, ``review``, ``audit`` and ``certs``."""
+"""The ``podium`` command: ``serve``, ``review``, ``audit``, ``doctor`` and ``certs``."""
 
 from __future__ import annotations
 
@@ -164,6 +164,70 @@ def serve(
         raise _fail(str(err)) from err
     except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
         raise _fail(f"cannot serve: {err}") from err
+
+
+@app.command()
+def doctor(
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only jobs in this namespace.")
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster, else ~/.kube/config."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Check a live cluster's training jobs: split across zones, missing allow policies, Cilium
+    deny or default-deny rules that select them, hostNetwork pods, pods podium did not pin.
+    Exits 1 when something is wrong."""
+    if output not in ("table", "json"):
+        raise _fail(f"--output must be table or json, not {output!r}")
+    settings = _settings(config)
+    # Imported here, like serve: the Kubernetes client takes a while to load.
+    from rich.progress import Progress  # noqa: PLC0415
+
+    from webhook import doctor as checks  # noqa: PLC0415
+    from webhook import effects, kubeapi, kubeops  # noqa: PLC0415
+
+    try:
+        api_client = kubeapi.load_client(kubeconfig)
+    except kubeapi.ClientConfigError as err:
+        raise _fail(str(err)) from err
+    err_console = Console(stderr=True)
+    with Progress(console=err_console, transient=True, disable=output == "json") as progress:
+        reading = progress.add_task("listing the cluster", total=len(checks.kinds_to_read()))
+        try:
+            objects = asyncio.run(
+                checks.collect(
+                    kubeops.KubeObjects(api_client, timeout=60),
+                    namespace=namespace,
+                    on_kind=lambda kind: progress.update(
+                        reading, advance=1, description=f"listing {kind}"
+                    ),
+                )
+            )
+        except effects.ApiError as err:
+            raise _fail(f"cannot read the cluster: {err}") from err
+        finally:
+            api_client.close()  # type: ignore[no-untyped-call]
+        pods = sum(1 for o in objects if o.get("kind") == "Pod")
+        checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
+        result = checks.diagnose(
+            objects,
+            settings,
+            namespace=namespace,
+            progress=lambda n: progress.update(checking, completed=n),
+        )
+    if output == "json":
+        sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        console = Console(width=max(Console().width, 160))
+        console.print(checks.table(result))
+        problems = len(result.findings)
+        console.print("no problems found" if result.ok else f"{problems} problem(s) found")
+    if not result.ok:
+        raise typer.Exit(1)
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")
