@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from webhook import adapters, labels, mutation, policies, resources, zones
@@ -186,11 +186,13 @@ def _pin(
     record_obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
     record = recorded or policies.read_record(record_obj, gang.key)
     spec: Obj = pod.get("spec") or {}
+    recorded_zone = record.zone if record else None
     choice = zones.choose_zone(
         pod_spec=spec,
         demand=gang.demand,
-        recorded_zone=record.zone if record else None,
-        placed=_placed_members(gang, namespace, view),
+        recorded_zone=recorded_zone,
+        # A recorded zone wins before placed members are looked at: do not look for them.
+        placed=() if recorded_zone else _placed_members(gang, namespace, view),
         view=view,
         settings=settings,
         reserved=_reservations(view, settings, now=now, exclude=gang.key),
@@ -251,7 +253,15 @@ def _pin(
 def _placed_members(gang: Gang, namespace: str, view: Snapshot) -> list[zones.Placed]:
     """Members of the gang that are already bound to a node with a zone."""
     placed = []
-    for other in view.pods_in(namespace):
+    # Only pods carrying the gang's trusted label or all its member labels can be members: ask
+    # the view's label index for those rather than reading every pod of the namespace.
+    queries = [{labels.JOB: gang.key}, *([gang.member_labels] if gang.member_labels else [])]
+    seen: set[str] = set()
+    for other in (pod for query in queries for pod in view.pods_in(namespace, query)):
+        name = str((other.get("metadata") or {}).get("name") or "")
+        if name in seen:
+            continue
+        seen.add(name)
         node_name = (other.get("spec") or {}).get("nodeName")
         if not node_name or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
@@ -276,7 +286,9 @@ def _reservations(
 ) -> dict[str, resources.Resources]:
     """Per zone, the demand of recently decided gangs that is not bound to nodes yet."""
     reserved: dict[str, resources.Resources] = {}
-    for obj in view.records():
+    # Older records cannot reserve anything (checked again below): the view skips them unread.
+    since = now - timedelta(seconds=settings.reservation_seconds + 1)
+    for obj in view.records(decided_since=since):
         data: Mapping[str, Any] = obj.get("data") or {}
         key = str(data.get("gang") or "")
         record = policies.read_record(obj, key)

@@ -16,7 +16,7 @@ from enum import StrEnum
 from webhook import resources, selectors
 from webhook.adapters.base import PodGroup
 from webhook.settings import NoFit, Placement, Settings
-from webhook.snapshot import NodeInfo, Obj, Snapshot
+from webhook.snapshot import Obj, Snapshot
 
 
 class Reason(StrEnum):
@@ -117,10 +117,11 @@ def _by_capacity(
     allowed: frozenset[str] | None,
     reserved: Mapping[str, resources.Resources],
 ) -> ZoneChoice:
-    by_zone: dict[str, list[NodeInfo]] = {}
-    for node in view.candidate_nodes(pod_spec):
-        if node.zone and (allowed is None or node.zone in allowed):
-            by_zone.setdefault(node.zone, []).append(node)
+    by_zone = {
+        zone: nodes
+        for zone, nodes in view.candidate_zones(pod_spec).items()
+        if allowed is None or zone in allowed
+    }
     if not by_zone:
         return ZoneChoice(
             None,
@@ -133,10 +134,9 @@ def _by_capacity(
     capacity = []
     for zone in sorted(by_zone):
         nodes = by_zone[zone]
-        frees = [view.free_on(n) for n in nodes]
-        zone_free = resources.add(resources.sum_resources(frees), reserved.get(zone, {}), sign=-1)
-        fits = resources.fits(total, zone_free) and _packs(demand, frees, primary)
-        capacity.append(ZoneCapacity(zone, len(nodes), zone_free, fits))
+        zone_free = resources.add(nodes.free(), reserved.get(zone, {}), sign=-1)
+        fits = resources.fits(total, zone_free) and _packs(demand, nodes.frees(), primary)
+        capacity.append(ZoneCapacity(zone, len(nodes.nodes), zone_free, fits))
     fitting = [c for c in capacity if c.fits]
     need = total.get(primary, 0)
     summary = f"{need} {primary} for {sum(g.count for g in demand)} pod(s)"
@@ -180,19 +180,28 @@ def _by_capacity(
     )
 
 
-def _packs(demand: Iterable[PodGroup], frees: Sequence[resources.Resources], primary: str) -> bool:
+def _packs(demand: Iterable[PodGroup], frees: Iterable[resources.Resources], primary: str) -> bool:
     """Can every pod of the gang be placed on some node? Largest pods first, whole groups at a time.
 
     First-fit decreasing on the primary resource: cheap (groups × nodes), and it catches the case
     an aggregate check misses — 16 free GPUs spread as 2 per node do not hold two 8-GPU pods.
+    Nodes are read from ``frees`` only as far as packing gets: a gang that fits early in a big
+    zone costs a few nodes, not the zone.
     """
-    free = [dict(f) for f in frees]
+    source = iter(frees)
+    free: list[resources.Resources] = []
     for group in sorted(demand, key=lambda g: g.requests.get(primary, 0), reverse=True):
         left = group.count
         need = {k: v for k, v in group.requests.items() if v > 0}
-        for node_free in free:
-            if left == 0:
-                break
+        at = 0
+        while left:
+            if at == len(free):
+                more = next(source, None)
+                if more is None:
+                    break
+                free.append(dict(more))
+            node_free = free[at]
+            at += 1
             room = min((node_free.get(k, 0) // v for k, v in need.items()), default=left)
             take = max(0, min(left, room))
             for k, v in need.items():
