@@ -1,0 +1,277 @@
+"""The reconciler inside ``podium serve``, on the real control plane: a deleted policy comes back,
+an edited one is patched back, an orphan is marked and then deleted, and of two podium processes
+only the Lease holder acts. The grace period is 3 s and a pass runs every 0.5 s, so this runs in
+seconds, not minutes."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from .cluster import ApiError, LocalCluster
+from .podium import Podium
+from .test_podium import (
+    collection,
+    create,
+    create_concurrently,
+    owner,
+    podium_objects,
+    pytorch_pods,
+    pytorchjob,
+    wait_for_webhook,
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    # tests/e2e/podium.py's Podium.start never keeps (or closes) its log file handle.
+    pytest.mark.filterwarnings(
+        r"ignore:Exception ignored in. <_io.FileIO name='.*podium\.log'"
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
+]
+
+ORPHAN_SINCE = "podium.dev/orphan-since"
+GRACE = 3.0
+CNP = "cilium.io/v2"
+
+
+def ensure_namespace(
+    cluster: LocalCluster, name: str, labels: dict[str, str] | None = None
+) -> None:
+    with contextlib.suppress(ApiError):
+        cluster.request(
+            "POST",
+            "/api/v1/namespaces",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": labels or {}},
+            },
+        )
+
+
+@pytest.fixture(scope="module")
+def pair(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Podium]]:
+    """Two podium processes (the same Deployment's replicas); the webhook calls the first."""
+    ensure_namespace(local_cluster, "podium-system")
+    servers: list[Podium] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PODIUM_ORPHAN_GRACE_SECONDS", str(GRACE))
+        mp.setenv("PODIUM_RECONCILE_INTERVAL_SECONDS", "0.5")
+        try:
+            for name in ("a", "b"):
+                server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"))
+                server.start()
+                servers.append(server)
+            servers[0].register()
+            wait_for_webhook(local_cluster)
+            yield servers
+        finally:
+            for server in servers:
+                server.stop()
+
+
+@pytest.fixture
+def ns(local_cluster: LocalCluster, pair: list[Podium]) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    ensure_namespace(local_cluster, name, {"podium.dev/enabled": "true"})
+    yield name
+    local_cluster.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def reconciles(servers: list[Podium]) -> list[tuple[int, dict[str, Any]]]:
+    """(index of the process, record) for every reconcile audit record."""
+    return [
+        (i, r)
+        for i, s in enumerate(servers)
+        for r in s.audit_records()
+        if r.get("outcome") == "reconcile"
+    ]
+
+
+def admitted_job(
+    cluster: LocalCluster, ns: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A PyTorchJob whose pods podium admitted; its policy."""
+    job = pytorchjob(cluster, ns, name, workers=1, gpus=0)
+    create_concurrently(cluster, pytorch_pods(job, workers=1, gpus=0))
+    _, found = podium_objects(cluster, ns)
+    (policy,) = found
+    return job, policy
+
+
+def policy_path(ns: str, name: str) -> str:
+    return f"{collection(CNP, 'CiliumNetworkPolicy', ns)}/{name}"
+
+
+def test_a_deleted_policy_is_recreated(
+    local_cluster: LocalCluster, ns: str, pair: list[Podium]
+) -> None:
+    _, policy = admitted_job(local_cluster, ns, "deleted")
+    name = policy["metadata"]["name"]
+    local_cluster.request("DELETE", policy_path(ns, name))
+
+    def back() -> bool:
+        try:
+            got = local_cluster.request("GET", policy_path(ns, name))
+        except ApiError:
+            return False
+        return bool(got["metadata"]["uid"] != policy["metadata"]["uid"])
+
+    local_cluster.wait_for("the reconciler to re-create the policy", back, timeout=30)
+    again = local_cluster.request("GET", policy_path(ns, name))
+    assert again["spec"] == policy["spec"]
+    assert again["metadata"]["ownerReferences"] == policy["metadata"]["ownerReferences"]
+    created = [
+        r
+        for _, r in reconciles(pair)
+        if r["namespace"] == ns and (r["action"], r["reason"]) == ("create", "missing-policy")
+    ]
+    assert [r["result"] for r in created] == ["created"]
+
+
+def test_an_edited_selector_is_patched_back(
+    local_cluster: LocalCluster, ns: str, pair: list[Podium]
+) -> None:
+    _, policy = admitted_job(local_cluster, ns, "edited")
+    name = policy["metadata"]["name"]
+    local_cluster.request(
+        "PATCH",
+        policy_path(ns, name),
+        {
+            "spec": {
+                "endpointSelector": {"matchLabels": {"app": "anything"}},
+                "ingressDeny": [{"fromEntities": ["world"]}],
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
+
+    def repaired() -> bool:
+        return bool(local_cluster.request("GET", policy_path(ns, name))["spec"] == policy["spec"])
+
+    local_cluster.wait_for("the reconciler to patch the policy back", repaired, timeout=30)
+    actions = [(r["action"], r["result"]) for _, r in reconciles(pair) if r["namespace"] == ns]
+    assert actions == [("repair", "repaired")]  # once: what it writes is what it expects
+
+
+def test_an_orphan_is_marked_then_deleted_after_the_grace(
+    local_cluster: LocalCluster, ns: str, pair: list[Podium]
+) -> None:
+    """A record and policy for a job none of whose pods was ever persisted (as when a later
+    webhook rejected them all)."""
+    job = pytorchjob(local_cluster, ns, "never-ran", workers=1, gpus=0)
+    uid = job["metadata"]["uid"]
+    labels = {"app.kubernetes.io/managed-by": "podium", "podium.dev/job": uid}
+    meta = {
+        "name": "podium-pytorchjob-never-ran-0000",
+        "namespace": ns,
+        "ownerReferences": [owner(job, controller=False)],
+    }
+    record = create(
+        local_cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {**meta, "labels": {**labels, "podium.dev/component": "decision"}},
+            "data": {
+                "zone": "zone-a",
+                "gang": uid,
+                "jobUID": uid,
+                "decidedAt": "2026-01-01T00:00:00+00:00",
+            },
+        },
+    )
+    policy = create(
+        local_cluster,
+        {
+            "apiVersion": CNP,
+            "kind": "CiliumNetworkPolicy",
+            "metadata": {**meta, "labels": {**labels, "podium.dev/component": "policy"}},
+            "spec": {
+                "endpointSelector": {"matchLabels": {"podium.dev/job": uid}},
+                "ingress": [{"fromEndpoints": [{"matchLabels": {"podium.dev/job": uid}}]}],
+            },
+        },
+    )
+    paths = [
+        f"{collection('v1', 'ConfigMap', ns)}/{record['metadata']['name']}",
+        policy_path(ns, policy["metadata"]["name"]),
+    ]
+
+    def annotations(path: str) -> dict[str, str] | None:
+        try:
+            got: dict[str, str] = (
+                local_cluster.request("GET", path)["metadata"].get("annotations") or {}
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+        return got
+
+    local_cluster.wait_for(
+        "both objects to be marked",
+        lambda: all(ORPHAN_SINCE in (annotations(p) or {}) for p in paths),
+        timeout=30,
+    )
+    local_cluster.wait_for(
+        "both objects to be deleted", lambda: all(annotations(p) is None for p in paths), timeout=30
+    )
+    steps = [
+        (r["action"], r["reason"], r["result"]) for _, r in reconciles(pair) if r["namespace"] == ns
+    ]
+    assert sorted(steps) == sorted(
+        [("mark", "no-pods", "marked")] * 2 + [("delete", "no-pods", "deleted")] * 2
+    )
+    marked_at = min(
+        r["time"] for _, r in reconciles(pair) if r["namespace"] == ns and r["action"] == "mark"
+    )
+    deleted_at = max(
+        r["time"] for _, r in reconciles(pair) if r["namespace"] == ns and r["action"] == "delete"
+    )
+    waited = (
+        datetime.fromisoformat(deleted_at) - datetime.fromisoformat(marked_at)
+    ).total_seconds()
+    assert waited >= GRACE - 1  # the mark is written with second precision
+
+
+def test_only_the_lease_holder_acts_and_the_other_takes_over(
+    local_cluster: LocalCluster, ns: str, pair: list[Podium]
+) -> None:
+    acting = {i for i, _ in reconciles(pair)}
+    assert len(acting) == 1, "both processes reconciled"
+    (leader,) = acting
+    lease = local_cluster.request(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/podium-system/leases/podium-reconciler"
+    )
+    process = pair[leader].process
+    assert process is not None
+    assert lease["spec"]["holderIdentity"].endswith(f"-{process.pid}")
+    assert lease["spec"]["leaseDurationSeconds"] == 15
+
+    # The leader goes away (SIGTERM releases the lease): the other replica acts from now on.
+    _, policy = admitted_job(local_cluster, ns, "handover")
+    pair[leader].stop()
+    other = pair[1 - leader]
+    local_cluster.request("DELETE", policy_path(ns, policy["metadata"]["name"]))
+
+    def recreated_by_other() -> bool:
+        return any(
+            i == 1 - leader and r["namespace"] == ns and r["action"] == "create"
+            for i, r in reconciles(pair)
+        )
+
+    local_cluster.wait_for("the other replica to take over", recreated_by_other, timeout=30)
+    assert other.process is not None
+    lease = local_cluster.request(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/podium-system/leases/podium-reconciler"
+    )
+    assert lease["spec"]["holderIdentity"].endswith(f"-{other.process.pid}")
