@@ -1,0 +1,194 @@
+"""Faults during admission.
+
+Unit-level (no control plane; the API twin injects the fault): the apiserver unreachable, slow,
+429, 5xx or 403 while podium creates a job's record — every admission is answered within the time
+budget, allowed unchanged, and its audit record says why.
+
+Live (``-m e2e``): two podium processes, both talking to the real apiserver, get the same job's
+AdmissionReviews concurrently over HTTPS — one record, one zone for every pod.
+
+Covered elsewhere: the policy CRD missing (tests/test_admission.py, InMemoryApi(missing_kinds));
+the certificate rotated under load (tests/test_tls.py::test_rotation_under_load_fails_no_request,
+uvicorn on a real socket, no failed request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
+from webhook import admission, audit, effects, reviews
+from webhook.settings import Settings
+from webhook.snapshot import Snapshot
+
+from .cluster import LocalCluster
+from .podium import Podium
+from .test_podium import pytorch_pods
+from .test_podium import pytorchjob as live_pytorchjob
+
+BUDGET = 0.5
+
+FAULTS: list[tuple[str, effects.ApiError | None, float, str]] = [
+    (
+        "unreachable",
+        effects.ApiError("POST /api/v1/...: connection refused"),
+        0.0,
+        "connection refused",
+    ),
+    ("slow", None, 5.0, "did not answer within 0.5s"),
+    ("429", effects.ApiError("429: too many requests", status=429), 0.0, "429"),
+    ("500", effects.ApiError("500: etcdserver: request timed out", status=500), 0.0, "500"),
+    ("503", effects.ApiError("503: service unavailable", status=503), 0.0, "503"),
+    (
+        "403",
+        effects.ApiError('403: configmaps is forbidden: User "podium"', status=403),
+        0.0,
+        "403",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fault", "error", "delay", "why"), FAULTS, ids=[f[0] for f in FAULTS])
+async def test_an_api_fault_fails_open_in_time_and_says_why(
+    fault: str, error: effects.ApiError | None, delay: float, why: str
+) -> None:
+    pj = pytorchjob()
+    settings = Settings(time_budget_seconds=BUDGET)
+    view = Snapshot.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    api = effects.InMemoryApi(delay=delay)
+    api.fail = lambda _op, _m: error
+    sink = audit.MemorySink()
+    admitter = admission.Admitter(view=lambda: view, api=api, settings=settings, sink=sink)
+    bodies = [
+        json.dumps(reviews.review_for_pod(pytorch_pod(pj, "worker", i).obj(), uid=f"u{i}")).encode()
+        for i in range(4)
+    ]
+    started = time.perf_counter()
+    answers = await asyncio.gather(*(admitter.admit(b) for b in bodies))
+    elapsed = time.perf_counter() - started
+    assert elapsed < BUDGET + 0.4, f"{fault}: {elapsed:.2f}s"
+    for answer in answers:
+        resp = answer.body["response"]
+        assert answer.status == 200 and resp["allowed"] is True
+        assert "patch" not in resp  # admitted unchanged
+        assert any("could not finish" in w and why in w for w in resp["warnings"])
+    assert [r["outcome"] for r in sink.records] == ["fail-open"] * 4
+    assert all(why in r["error"] for r in sink.records)
+
+
+async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
+    """Two admitters (two replicas) share only the API; the job's pods arrive at both at once."""
+    pj = pytorchjob(workers=7)
+    settings = Settings()
+    api = effects.InMemoryApi(delay=0.01)
+    replicas = [
+        admission.Admitter(
+            view=lambda: Snapshot.from_objects(base_cluster(pj), zone_label=settings.zone_label),
+            api=api,
+            settings=settings,
+            sink=audit.MemorySink(),
+        )
+        for _ in range(2)
+    ]
+    pods = [pytorch_pod(pj, "master").obj()] + [
+        pytorch_pod(pj, "worker", i).obj() for i in range(7)
+    ]
+    answers = await asyncio.gather(
+        *(
+            replicas[i % 2].admit(json.dumps(reviews.review_for_pod(p, uid=f"u{i}")).encode())
+            for i, p in enumerate(pods)
+        )
+    )
+    zones = {a.body["response"]["auditAnnotations"]["zone"] for a in answers}
+    assert len(zones) == 1
+    assert sum(1 for k in api.objects if k[1] == "ConfigMap") == 1
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_processes(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Podium]]:
+    servers: list[Podium] = []
+    try:
+        for name in ("one", "two"):
+            server = Podium(local_cluster, tmp_path_factory.mktemp(f"race-{name}"))
+            server.start()
+            servers.append(server)
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def post_review(server: Podium, review: dict[str, Any]) -> dict[str, Any]:
+    context = ssl.create_default_context(cafile=str(server.cluster.ca_file))
+    request = urllib.request.Request(
+        f"{server.url}/mutate",
+        data=json.dumps(review).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, context=context, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
+
+
+@pytest.mark.e2e
+@pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <_io.FileIO name='.*podium\.log'"
+    ":pytest.PytestUnraisableExceptionWarning"
+)
+def test_two_live_replicas_racing_on_one_job_make_one_decision(
+    local_cluster: LocalCluster, two_processes: list[Podium]
+) -> None:
+    ns = f"race-{uuid.uuid4().hex[:6]}"
+    create_ns = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": ns, "labels": {"podium.dev/enabled": "true"}},
+    }
+    local_cluster.request("POST", "/api/v1/namespaces", create_ns)
+    job = live_pytorchjob(local_cluster, ns, "race", workers=7, gpus=0)
+    pods = pytorch_pods(job, workers=7, gpus=0)
+    probe = reviews.review_for_pod(pods[0], uid="probe")
+    probe["request"]["dryRun"] = True  # creates nothing
+    for server in two_processes:  # both caches must know the namespace and the job first
+        local_cluster.wait_for(
+            "the replica to see the job",
+            lambda s=server: (
+                post_review(s, probe)["response"]["auditAnnotations"]["outcome"] == "pinned"
+            ),
+            timeout=30,
+        )
+    with ThreadPoolExecutor(max_workers=len(pods)) as pool:
+        answers = list(
+            pool.map(
+                lambda ip: post_review(
+                    two_processes[ip[0] % 2], reviews.review_for_pod(ip[1], uid=f"race-{ip[0]}")
+                ),
+                enumerate(pods),
+            )
+        )
+    zones = {a["response"]["auditAnnotations"].get("zone") for a in answers}
+    outcomes = {a["response"]["auditAnnotations"]["outcome"] for a in answers}
+    assert outcomes == {"pinned"}, answers
+    assert len(zones) == 1
+    records = [
+        c
+        for c in local_cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")["items"]
+        if c["metadata"].get("labels", {}).get("podium.dev/component") == "decision"
+    ]
+    assert len(records) == 1
+    assert records[0]["data"]["zone"] in zones
