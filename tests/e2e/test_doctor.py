@@ -1,0 +1,170 @@
+"""``podium doctor`` against the real control plane, with seeded broken jobs: a job split across
+zones (pods bound with nodeName, annotated podium.dev/skip), a job whose policy was deleted, a
+CCNP with egressDeny selecting a job, a hostNetwork job, a job whose pods were created while
+podium was stopped — it finds every one, and reports nothing on a healthy job."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .cluster import ApiError, LocalCluster
+from .podium import REPO, Podium
+from .test_podium import (
+    create,
+    create_concurrently,
+    podium_objects,
+    pytorch_pods,
+    pytorchjob,
+    wait_for_webhook,
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings(
+        r"ignore:Exception ignored in. <_io.FileIO name='.*podium\.log'"
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def podium(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Podium]:
+    with contextlib.suppress(ApiError):
+        local_cluster.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podium-system"}},
+        )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PODIUM_RECONCILE_INTERVAL_SECONDS", "3600")  # a deleted policy stays deleted
+        server = Podium(local_cluster, tmp_path_factory.mktemp("doctor-podium"))
+        server.start()
+    try:
+        server.register()
+        wait_for_webhook(local_cluster)
+        yield server
+    finally:
+        server.stop()
+
+
+def job_with_pods(
+    cluster: LocalCluster, ns: str, name: str, **pod_changes: Any
+) -> list[dict[str, Any]]:
+    job = pytorchjob(cluster, ns, name, workers=1, gpus=0)
+    pods = pytorch_pods(job, workers=1, gpus=0)
+    for p in pods:
+        for key, value in pod_changes.items():
+            if key == "annotations":
+                p["metadata"]["annotations"] = value
+            else:
+                p["spec"][key] = value
+    return create_concurrently(cluster, pods)
+
+
+def doctor(cluster: LocalCluster, ns: str) -> tuple[int, dict[str, Any]]:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.cli",
+            "doctor",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            ns,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_doctor_finds_every_seeded_problem(local_cluster: LocalCluster, podium: Podium) -> None:
+    ns = f"doc-{uuid.uuid4().hex[:6]}"
+    local_cluster.request(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"podium.dev/enabled": "true"}},
+        },
+    )
+    job_with_pods(local_cluster, ns, "healthy")
+    # Split: the user bypassed podium and bound the pods directly, in two zones.
+    split = pytorchjob(local_cluster, ns, "split", workers=1, gpus=0)
+    for p, node in zip(
+        pytorch_pods(split, workers=1, gpus=0), ("kwok-zone-a-0", "kwok-zone-c-0"), strict=True
+    ):
+        p["metadata"]["annotations"] = {"podium.dev/skip": "true"}
+        p["spec"]["nodeName"] = node
+        create(local_cluster, p)
+    # No policy: admitted, then its policy deleted (the reconciler is slowed down in this module).
+    job_with_pods(local_cluster, ns, "nopolicy")
+    _, policies = podium_objects(local_cluster, ns)
+    (gone,) = [p for p in policies if "nopolicy" in p["metadata"]["name"]]
+    local_cluster.request(
+        "DELETE",
+        f"/apis/cilium.io/v2/namespaces/{ns}/ciliumnetworkpolicies/{gone['metadata']['name']}",
+    )
+    # A cluster-wide deny rule that selects one job.
+    job_with_pods(local_cluster, ns, "denied")
+    ccnp = f"deny-{ns}"
+    create_ccnp = {
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumClusterwideNetworkPolicy",
+        "metadata": {"name": ccnp},
+        "spec": {
+            "endpointSelector": {
+                "matchLabels": {
+                    "k8s:io.kubernetes.pod.namespace": ns,
+                    "training.kubeflow.org/job-name": "denied",
+                }
+            },
+            "egressDeny": [{"toEntities": ["world"]}],
+        },
+    }
+    local_cluster.request(
+        "POST", "/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies", create_ccnp
+    )
+    job_with_pods(local_cluster, ns, "hostnet", hostNetwork=True)
+    # Pods created while podium is down: the apiserver admits them unchanged (failurePolicy Ignore).
+    podium.stop()
+    try:
+        job_with_pods(local_cluster, ns, "downtime")
+    finally:
+        podium.start()
+    try:
+        code, report = doctor(local_cluster, ns)
+    finally:
+        local_cluster.request(
+            "DELETE", f"/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies/{ccnp}"
+        )
+    assert code == 1
+    by_job = {j["job"]: j for j in report["jobs"]}
+    found = {name: sorted(f["check"] for f in j["findings"]) for name, j in by_job.items()}
+    assert found == {
+        "PyTorchJob/healthy": [],
+        "PyTorchJob/split": ["split-zones"],
+        "PyTorchJob/nopolicy": ["no-policy"],
+        "PyTorchJob/denied": ["deny-rule"],
+        "PyTorchJob/hostnet": ["host-network"],
+        "PyTorchJob/downtime": ["not-pinned"],
+    }
+    assert by_job["PyTorchJob/healthy"]["verdict"] == "ok"
+    assert all(f["fix"] for f in report["findings"])
