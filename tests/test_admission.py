@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -295,3 +296,14 @@ async def test_label_tampering_update_is_refused_with_403(now: datetime) -> None
     assert resp["allowed"] is False and resp["status"]["code"] == 403
     assert "cannot be changed afterwards" in resp["status"]["message"]
     assert sink.records[0]["outcome"] == "denied"
+
+
+async def test_requests_past_64_bits_are_decided_not_failed_open(now: datetime) -> None:
+    pj = pytorchjob(workers=0)
+    pod = pytorch_pod(pj).requests(cpu="999999999999999999999999999999").obj()
+    api = effects.InMemoryApi()
+    admitter, sink, _ = make(base_cluster(pj), api, now)
+    resp = response(await admitter.admit(body_for(pod)))
+    assert sink.records[0]["outcome"] != "fail-open", sink.records[0].get("error")
+    assert "patch" in resp
+    audit.FileSink(Path("/dev/null")).write(sink.records[0])  # serialisable

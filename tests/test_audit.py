@@ -61,6 +61,7 @@ def test_record_has_every_field(now: datetime) -> None:
     }
     assert rec["job"] == {
         "framework": "pytorchjob",
+        "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "name": "llama",
         "uid": pj["metadata"]["uid"],

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -68,6 +69,7 @@ def build(
     if gang is not None:
         record["job"] = {
             "framework": gang.framework,
+            "apiVersion": gang.owner.api_version,
             "kind": gang.owner.kind,
             "name": gang.owner.name,
             "uid": gang.owner.uid,
@@ -86,6 +88,14 @@ def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"ops": len(patch), "paths": sorted({str(op.get("path", "")) for op in patch})}
 
 
+def dumps(record: AuditRecord) -> bytes:
+    """orjson, or the stdlib for what orjson refuses (integers past 64 bits in a silly request)."""
+    try:
+        return orjson.dumps(record)
+    except TypeError:
+        return json.dumps(record, default=str).encode()
+
+
 class Sink(Protocol):
     def write(self, record: AuditRecord) -> None: ...
 
@@ -98,7 +108,7 @@ class StreamSink:
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
-        line = orjson.dumps(record).decode() + "\n"
+        line = dumps(record).decode() + "\n"
         stream = self._stream or sys.stdout
         with self._lock:
             stream.write(line)
@@ -113,7 +123,7 @@ class FileSink:
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
-        line = orjson.dumps(record) + b"\n"
+        line = dumps(record) + b"\n"
         with self._lock, self.path.open("ab") as fh:
             fh.write(line)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -59,7 +60,11 @@ def review(
         result = asyncio.run(offline.review(review_doc, objects, settings))
     except offline.InputError as err:
         raise _fail(str(err)) from err
-    sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    try:
+        text = orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # integers past 64 bits in a hand-made input
+        text = json.dumps(result.as_dict(), indent=2, default=str)
+    sys.stdout.write(text + "\n")
 
 
 @app.command("audit")

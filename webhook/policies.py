@@ -7,10 +7,9 @@ removes them with it, and labelled as managed by podium so people and the reconc
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
-
-import orjson
 
 from webhook import labels, resources
 from webhook.adapters.base import Gang
@@ -56,7 +55,8 @@ def build_record(
             "jobUID": gang.owner.uid,
             "gang": gang.key,
             "decidedAt": decided_at,
-            "demand": orjson.dumps(gang.total, option=orjson.OPT_SORT_KEYS).decode(),
+            # stdlib json: a (nonsensical but valid) request past 2**63 must not break the record
+            "demand": json.dumps(gang.total, sort_keys=True, separators=(",", ":")),
         },
     }
 
@@ -79,8 +79,8 @@ def read_record(obj: Obj | None, gang_key: str) -> Record | None:
     if data.get("gang") != gang_key or meta_labels.get(labels.MANAGED_BY) != labels.MANAGER:
         return None
     try:
-        demand = {str(k): int(v) for k, v in orjson.loads(data.get("demand") or "{}").items()}
-    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        demand = {str(k): int(v) for k, v in json.loads(data.get("demand") or "{}").items()}
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
         demand = {}
     return Record(
         zone=str(data.get("zone") or "") or None,

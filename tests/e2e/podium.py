@@ -79,11 +79,11 @@ class Podium:
         if self.config:
             (self.work_dir / "podium.yaml").write_text(self.config)
             args += ["--config", str(self.work_dir / "podium.yaml")]
-        log = self.log_file.open("ab")
+        self._log = self.log_file.open("ab")
         self.process = subprocess.Popen(
             args,
             stdout=subprocess.DEVNULL,
-            stderr=log,
+            stderr=self._log,
             cwd=REPO,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
