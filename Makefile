@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup controlplane lint typecheck unit e2e test demo demo-offline clean
+.PHONY: setup controlplane helm lint typecheck unit e2e test demo demo-offline bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ setup: $(STAMP)
 controlplane:
 	bash tests/e2e/controlplane/build.sh
 
+## helm, built from the Go module proxy (for the chart tests), cached in ~/.cache/podium.
+helm:
+	bash tests/tools/build_helm.sh
+
 lint: setup
 	$(BIN)/ruff check webhook tests scripts
 	$(BIN)/ruff format --check webhook
@@ -30,12 +34,12 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest -m "not e2e"
 
-e2e: setup controlplane
+e2e: setup controlplane helm
 	$(BIN)/pytest -m e2e
 
 ## The whole suite: lint, types, unit and property tests, and the end-to-end tests on a real
 ## control plane.
-test: setup controlplane lint typecheck
+test: setup controlplane helm lint typecheck
 	$(BIN)/pytest
 
 ## podium's main job on a local control plane: jobs admitted, pinned, policies created, audited.

@@ -26,6 +26,8 @@ def controlplane_bin_dir() -> Path:
     if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
         return Path(from_env)
     if shutil.which("go") is None:
+        if os.environ.get("PODIUM_REQUIRE_E2E"):  # CI: a missing control plane is a failure
+            pytest.fail("go is not on PATH and PODIUM_REQUIRE_E2E is set: the e2e tests must run")
         pytest.skip("go is not on PATH: cannot build the control plane for e2e tests")
     result = subprocess.run(
         ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
