@@ -1,0 +1,1 @@
+"""podium's benchmarks: ``python -m bench`` (see docs/benchmarks/README.md)."""

@@ -1,0 +1,156 @@
+"""The Markdown tables and PNG plots of one benchmark run (matplotlib: a bench-only dependency)."""
+
+# ruff: noqa: PLC0415 - matplotlib is bench-only and imported only when plotting
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: The targets of issue 4, checked against each run.
+LIMIT_RATIO = 0.35
+P99_MS_AT_4 = 2.0
+KOPF_RATIO = 2.0
+SCALE_RATIO = 1.2
+MEMORY_MIB = 200
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f}"
+
+
+def _row(name: str, stats: dict[str, Any], limit: dict[str, Any] | None) -> str:
+    ratio = f"{stats['rps'] / limit['rps']:.2f}×" if limit else ""
+    return (
+        f"| {name} | {stats['connections']} | {stats['rps']:,.0f} | {ratio} | "
+        f"{_ms(stats['p50_us'])} | {_ms(stats['p99_us'])} | {_ms(stats['max_us'])} | "
+        f"{stats['requests']:,} | {stats['errors'] + stats['non_200']} |"
+    )
+
+
+def markdown(results: dict[str, Any]) -> str:
+    load, sized = results["load"], results["scale"]
+    limit, podium, kopf = load["limit"], load["podium"], load["kopf"]
+    lines = [
+        f"Run: {results['machine']['cpus']} CPUs, Python {results['machine']['python']}, "
+        f"{results['seconds_per_phase']:g} s per load phase, podium's view "
+        f"{results['server_nodes']} nodes × 30 pods, whole run {results['wall_s']:.0f} s.",
+        "",
+        "### Load: steady state (later pods of recorded jobs), TLS keep-alive",
+        "",
+        "| server | conns | req/s | vs limit | p50 ms | p99 ms | max ms | requests | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in (1, 4, 16):
+        key = f"later-c{c}"
+        lines.append(_row("limit (bare ASGI)", limit[key], None))
+        lines.append(_row("podium", podium[key], limit[key]))
+        lines.append(_row("kopf", kopf[key], limit[key]))
+    lines += [
+        "",
+        "### Load: first pod of a new job each request (record + policy created), and a "
+        "1,000-pod gang burst",
+        "",
+        "| server | scenario | conns | req/s | p50 ms | p99 ms | max ms | requests | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, runs in (("podium", podium), ("kopf", kopf)):
+        for key in ("first-c1", "first-c4", "first-c16", "burst-c16"):
+            stats = runs[key]
+            scenario = "first pod" if key.startswith("first") else "1,000-pod burst"
+            lines.append(
+                f"| {name} | {scenario} | {stats['connections']} | {stats['rps']:,.0f} | "
+                f"{_ms(stats['p50_us'])} | {_ms(stats['p99_us'])} | {_ms(stats['max_us'])} | "
+                f"{stats['requests']:,} | {stats['errors'] + stats['non_200']} |"
+            )
+    lines += [
+        "",
+        "### The cluster view against cluster size (30 pods per node)",
+        "",
+        "| nodes | pods | memory MiB | KiB/pod | cold sync s | later pod µs | first pod µs "
+        "| first pod, cold cache µs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in sized:
+        lines.append(
+            f"| {row['nodes']:,} | {row['pods']:,} | {row['memory_bytes'] / 2**20:.1f} | "
+            f"{row['memory_bytes'] / 1024 / row['pods']:.2f} | {row['sync_s']:.2f} | "
+            f"{row['later_us']:.0f} | {row['first_us']:.0f} | {row['first_cold_us']:.0f} |"
+        )
+    lines += ["", "### Targets", "", "| target | measured | met |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets(results)]
+    return "\n".join(lines) + "\n"
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    load, sized = results["load"], results["scale"]
+    best = max((f"later-c{c}" for c in (1, 4, 16)), key=lambda k: load["podium"][k]["rps"])
+    ratio = load["podium"][best]["rps"] / load["limit"][best]["rps"]
+    p99 = load["podium"]["later-c4"]["p99_us"] / 1000
+    kopf = load["podium"][best]["rps"] / load["kopf"][best]["rps"]
+    small, big = sized[0], sized[-1]
+    later = big["later_us"] / small["later_us"]
+    first = big["first_us"] / small["first_us"]
+    memory = big["memory_bytes"] / 2**20
+    return [
+        (
+            f"steady throughput ≥ {LIMIT_RATIO}× the bare-ASGI limit",
+            f"{ratio:.2f}× ({best})",
+            ratio >= LIMIT_RATIO,
+        ),
+        (f"p99 ≤ {P99_MS_AT_4:g} ms at 4 connections", f"{p99:.2f} ms", p99 <= P99_MS_AT_4),
+        (f"≥ {KOPF_RATIO:g}× kopf's throughput", f"{kopf:.2f}× ({best})", kopf >= KOPF_RATIO),
+        (
+            f"view ≤ {MEMORY_MIB} MiB at {big['nodes']:,} nodes",
+            f"{memory:.0f} MiB",
+            memory <= MEMORY_MIB,
+        ),
+        (
+            f"admission at {big['nodes']:,} nodes ≤ {SCALE_RATIO}× at {small['nodes']} "
+            "(later pod / first pod)",
+            f"{later:.2f}× / {first:.2f}×",
+            later <= SCALE_RATIO and first <= SCALE_RATIO,
+        ),
+    ]
+
+
+def plots(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    load, sized = results["load"], results["scale"]
+    conns = (1, 4, 16)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.27
+    for i, kind in enumerate(("limit", "podium", "kopf")):
+        xs = [j + (i - 1) * width for j in range(len(conns))]
+        ax1.bar(xs, [load[kind][f"later-c{c}"]["rps"] for c in conns], width, label=kind)
+        ax2.bar(xs, [load[kind][f"later-c{c}"]["p99_us"] / 1000 for c in conns], width, label=kind)
+    for ax, title in ((ax1, "throughput (req/s)"), (ax2, "p99 latency (ms)")):
+        ax.set_xticks(range(len(conns)), [f"{c} conn" for c in conns])
+        ax.set_title(title)
+        ax.legend()
+    ax2.axhline(P99_MS_AT_4, color="grey", linestyle=":", linewidth=1)
+    fig.suptitle("Pod AdmissionReview, TLS keep-alive, steady state (later pods of a job)")
+    fig.tight_layout()
+    fig.savefig(out / "load.png", dpi=110)
+    plt.close(fig)
+
+    nodes = [r["nodes"] for r in sized]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax1.plot(nodes, [r["memory_bytes"] / 2**20 for r in sized], marker="o")
+    ax1.axhline(MEMORY_MIB, color="grey", linestyle=":", linewidth=1)
+    ax1.set_title("view memory (MiB, tracemalloc)")
+    ax2.plot(nodes, [r["later_us"] for r in sized], marker="o", label="later pod")
+    ax2.plot(nodes, [r["first_us"] for r in sized], marker="o", label="first pod (warm)")
+    ax2.set_title("engine.decide median (µs)")
+    ax2.set_ylim(bottom=0)
+    ax2.legend()
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("nodes (30 pods each)")
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,285 @@
+"""One benchmark run: podium serve vs the bare-ASGI limit vs kopf under load, and the cluster view
+against cluster size. Writes ``results.json``, ``results.md`` and PNG plots to ``--out``.
+
+    python -m bench                 # the whole run (~4 minutes on 2 cores)
+    python -m bench --quick         # shorter phases, smaller views: a smoke run
+    python -m bench --profile       # also profile podium's server (pyinstrument) under load
+
+Each server runs in its own process pinned to core 0; ``wrk`` (Debian package ``wrk``) runs on
+core 1 with ``bench/load.lua``, one thread, keep-alive TLS connections to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench import report, scale, workload
+from webhook import certs
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "bench" / "load.lua"
+SERVER_CORE, LOAD_CORE = 0, 1
+CONCURRENCY = (1, 4, 16)
+BURST = 1000
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_certs(directory: Path) -> None:
+    ca = certs.issue_ca("podium-bench-ca")
+    leaf = certs.issue_serving(
+        ca, service="podium", namespace="podium-system", extra_sans=("127.0.0.1",)
+    )
+    (directory / "tls.crt").write_bytes(leaf.cert_pem())
+    (directory / "tls.key").write_bytes(leaf.key_pem())
+    (directory / "ca.pem").write_bytes(ca.cert_pem())
+
+
+def write_bodies(directory: Path) -> dict[str, Path]:
+    """Review bodies: later pods of recorded jobs, a first-pod template, a 1,000-pod gang."""
+    later = []
+    for job in range(8):
+        name, uid = workload.job_of(job)
+        for rank in range(8):
+            rtype = "master" if rank == 0 else "worker"
+            pod = workload.training_pod(name, uid, rtype, rank, world=8, gpus=4)
+            later.append(workload.review(pod, uid=f"later-{job}-{rank}"))
+    fresh = workload.review(
+        workload.training_pod("fresh", "@JOB@", "worker", 1, world=8, gpus=4), uid="fresh"
+    )
+    paths = {"later": directory / "later.txt", "fresh": directory / "fresh.txt"}
+    paths["later"].write_bytes(b"\n".join(later) + b"\n")
+    paths["fresh"].write_bytes(fresh + b"\n")
+    return paths
+
+
+def burst_bodies(directory: Path, tag: str) -> Path:
+    """A 1,000-pod gang of a job nobody has seen: the first admission decides, the rest follow."""
+    uid = f"burst-{tag}"
+    bodies = [
+        workload.review(
+            workload.training_pod(
+                f"gang-{tag}", uid, "master" if i == 0 else "worker", i, world=BURST, gpus=1
+            ),
+            uid=f"{uid}-{i}",
+        )
+        for i in range(BURST)
+    ]
+    path = directory / f"burst-{tag}.txt"
+    path.write_bytes(b"\n".join(bodies) + b"\n")
+    return path
+
+
+@contextlib.contextmanager
+def serving(
+    kind: str, certs_dir: Path, *, nodes: int, profile: Path | None = None
+) -> Iterator[str]:
+    port = _free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "bench.servers",
+        kind,
+        "--port",
+        str(port),
+        "--certs",
+        str(certs_dir),
+        "--nodes",
+        str(nodes),
+        "--core",
+        str(SERVER_CORE),
+    ]
+    if profile is not None:
+        command += ["--profile", str(profile)]
+    log = (certs_dir / f"{kind}.log").open("w")
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"https://127.0.0.1:{port}/" + ("podium" if kind == "kopf" else "mutate")
+    try:
+        _wait_ready(port, proc, certs_dir / f"{kind}.log")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {log.read_text()[-2000:]}")
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=1) as raw,
+            context.wrap_socket(raw),
+        ):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"server on port {port} did not come up")
+
+
+def wrk(
+    url: str,
+    bodies: Path,
+    *,
+    connections: int,
+    seconds: float,
+    mode: str = "cycle",
+    prefix: str = "j",
+    limit: int = 0,
+) -> dict[str, Any]:
+    command = [
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(LUA),
+        url,
+        "--",
+        str(bodies),
+        mode,
+        prefix,
+        str(limit),
+    ]
+    if shutil.which("taskset"):
+        command = ["taskset", "-c", str(LOAD_CORE), *command]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith("{"))
+    stats: dict[str, Any] = json.loads(line)
+    stats["rps"] = stats["requests"] / (stats["duration_us"] / 1e6)
+    if limit:
+        # wrk stops sending after ``limit`` responses but idles until -d: with every connection
+        # busy from first to last request, the wall time is the summed latency / connections.
+        stats["duration_us"] = stats["mean_us"] * stats["requests"] / connections
+        stats["rps"] = stats["requests"] / (stats["duration_us"] / 1e6)
+    stats["connections"] = connections
+    stats["non_200"] = done.stderr.count("status ")
+    return stats
+
+
+def load_phases(
+    work: Path, *, nodes: int, seconds: float, rounds: int, profile: Path | None
+) -> dict[str, Any]:
+    """All three servers up at once (idle ones cost nothing); the steady-state phases run
+    interleaved, ``rounds`` times, and each cell keeps its best round, so that load from
+    elsewhere on a shared machine hits every server alike rather than whichever ran then."""
+    bodies = write_bodies(work)
+    kinds = ("limit", "podium", "kopf")
+    results: dict[str, Any] = {kind: {} for kind in kinds}
+    with contextlib.ExitStack() as stack:
+        urls = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
+        for kind in kinds:
+            wrk(urls[kind], bodies["later"], connections=4, seconds=1)  # warm up
+        for round_ in range(rounds):
+            for c in CONCURRENCY:
+                for kind in kinds:
+                    print(f"[load] round {round_ + 1} {kind} later c={c}", flush=True)
+                    stats = wrk(urls[kind], bodies["later"], connections=c, seconds=seconds)
+                    best = results[kind].get(f"later-c{c}")
+                    if best is None or stats["rps"] > best["rps"]:
+                        results[kind][f"later-c{c}"] = stats
+        for kind in ("podium", "kopf"):
+            for c in CONCURRENCY:
+                print(f"[load] {kind} first pod c={c}", flush=True)
+                results[kind][f"first-c{c}"] = wrk(
+                    urls[kind],
+                    bodies["fresh"],
+                    connections=c,
+                    seconds=seconds,
+                    mode="fresh",
+                    prefix=f"{kind}-c{c}",
+                )
+            print(f"[load] {kind} 1,000-pod burst", flush=True)
+            burst = burst_bodies(work, kind)
+            results[kind]["burst-c16"] = wrk(
+                urls[kind], burst, connections=16, seconds=30, limit=BURST
+            )
+    if profile is not None:
+        print("[load] podium under pyinstrument", flush=True)
+        with serving("podium", work, nodes=nodes, profile=profile) as url:
+            wrk(url, bodies["later"], connections=4, seconds=seconds)
+            wrk(url, bodies["fresh"], connections=4, seconds=1, mode="fresh", prefix="prof")
+    return results
+
+
+def scale_phases(sizes: tuple[int, ...], runs: int) -> list[dict[str, Any]]:
+    out = []
+    for nodes in sizes:
+        print(f"[scale] {nodes} nodes", flush=True)
+        out.append(scale.measure(nodes, runs=runs))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    parser.add_argument("--quick", action="store_true", help="short phases, small views")
+    parser.add_argument("--profile", action="store_true", help="profile podium under load")
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each load phase")
+    parser.add_argument("--server-nodes", type=int, default=1000, help="nodes in podium's view")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("wrk is needed: apt-get install -y wrk", file=sys.stderr)
+        return 2
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {SERVER_CORE})  # the scale phases share the server's core
+    seconds = 1.0 if args.quick else args.seconds
+    sizes = (10, 100) if args.quick else (10, 500, 5000)
+    started = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="podium-bench-") as tmp:
+        work = Path(tmp)
+        write_certs(work)
+        profile = args.out / "profile-server.txt" if args.profile else None
+        load = load_phases(
+            work,
+            nodes=100 if args.quick else args.server_nodes,
+            seconds=seconds,
+            rounds=1 if args.quick else 2,
+            profile=profile,
+        )
+    sized = scale_phases(sizes, runs=100 if args.quick else 400)
+    results = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "seconds_per_phase": seconds,
+        "server_nodes": 100 if args.quick else args.server_nodes,
+        "load": load,
+        "scale": sized,
+        "wall_s": time.monotonic() - started,
+    }
+    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "results.md").write_text(report.markdown(results))
+    report.plots(results, args.out)
+    print(report.markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

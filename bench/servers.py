@@ -1,0 +1,229 @@
+# ruff: noqa: PLC0415 - kopf and pyinstrument are bench-only: imported only where used
+"""The three servers the load phases drive, each started as ``python -m bench.servers KIND …`` in
+its own process pinned to one core (the load generator gets the other):
+
+* ``podium`` — ``server.create_app`` with an ``Admitter`` over a synthetic view
+  (``workload.cluster``) and ``effects.InMemoryApi`` (objects it creates are fed back into the
+  view, as the watch cache would), served by ``server.server_config`` over TLS: exactly what
+  ``podium serve`` runs, without a cluster. Audit lines go to /dev/null through ``StreamSink``.
+* ``limit`` — a bare ASGI app on the same uvicorn config (TLS, uvloop, httptools) that reads the
+  body and answers a fixed AdmissionReview with a JSON Patch: what the stack alone costs.
+* ``kopf`` — the same mutation (zone node affinity, the job label, the annotations) as a kopf
+  ``@kopf.on.mutate`` handler, served by kopf's own ``WebhookServer`` (aiohttp, TLS) through
+  ``kopf._core.engines.admission.serve_admission_request`` as the operator wires it (no cluster:
+  registry, insights and memories are built here), on uvloop as ``kopf run`` uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import functools
+import os
+import signal
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+
+from bench import workload
+from webhook import admission, audit, effects, labels, server, tls
+from webhook.metrics import Metrics
+from webhook.settings import Settings
+from webhook.snapshot import Snapshot
+
+ZONE = "zone-b"
+
+
+def _pin(core: int | None) -> None:
+    if core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core})
+
+
+def podium_app(nodes: int) -> Any:
+    settings = Settings()
+    view = Snapshot.from_objects(workload.cluster(nodes), zone_label=settings.zone_label)
+    api = effects.InMemoryApi()
+    api.listeners.append(lambda obj: view.apply("ADDED", obj))
+    metrics = Metrics()
+    admitter = admission.Admitter(
+        view=lambda: view,
+        api=api,
+        settings=settings,
+        sink=audit.StreamSink(open(os.devnull, "w")),  # noqa: SIM115 - lives as long as the server
+        observe=metrics.observe,
+    )
+    return server.create_app(admitter=admitter, ready=lambda: True, metrics=metrics)
+
+
+def fixed_patch() -> list[dict[str, Any]]:
+    """The patch podium sends for a later pod of a job: label, annotations, zone affinity."""
+    return [
+        {"op": "add", "path": "/metadata/labels/podium.dev~1job", "value": "job-uid"},
+        {"op": "add", "path": "/metadata/annotations/podium.dev~1zone", "value": ZONE},
+        {"op": "add", "path": "/metadata/annotations/podium.dev~1reason", "value": "recorded"},
+        {"op": "add", "path": "/metadata/annotations/podium.dev~1policy", "value": "podium-x"},
+        {
+            "op": "add",
+            "path": "/spec/affinity",
+            "value": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": labels.ZONE_LABEL, "operator": "In", "values": [ZONE]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    ]
+
+
+def limit_app() -> Any:
+    """The least an ASGI app can do for a review: read the body, answer fixed bytes."""
+    patch = base64.b64encode(orjson.dumps(fixed_patch())).decode()
+    answer = orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": "bench", "allowed": True, "patchType": "JSONPatch", "patch": patch},
+        }
+    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(answer)).encode()),
+    ]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        more = True
+        while more:
+            message = await receive()
+            more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+def serve_uvicorn(app: Any, port: int, certs: Path, profile: Path | None) -> None:
+    context = tls.server_context(certs / "tls.crt", certs / "tls.key")
+    config = server.server_config(
+        app, host="127.0.0.1", port=port, ssl_context=context, log_config=None
+    )
+    config.log_level = "warning"
+    profiler = None
+    if profile is not None:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005, async_mode="disabled")
+        profiler.start()
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        if profiler is not None:
+            profiler.stop()
+            assert profile is not None
+            profile.write_text(profiler.output_text(unicode=True, color=False, show_all=False))
+
+
+# -- kopf ----------------------------------------------------------------------------------------
+
+
+def serve_kopf(port: int, certs: Path) -> None:
+    import kopf
+    from kopf._cogs.configs import configuration
+    from kopf._cogs.structs import ephemera, references
+    from kopf._core.engines import admission as kopf_admission
+    from kopf._core.engines import indexing
+    from kopf._core.intents import registries
+    from kopf._core.reactor import inventory
+
+    registry = registries.OperatorRegistry()
+
+    @kopf.on.mutate("v1", "pods", registry=registry, id="podium")
+    def pin(patch: kopf.Patch, body: kopf.Body, **_: Any) -> None:
+        owner = next(
+            (r for r in body.metadata.get("ownerReferences") or [] if r.get("controller")), {}
+        )
+        patch.metadata.labels[labels.JOB] = owner.get("uid", "")
+        patch.metadata.annotations[labels.ZONE] = ZONE
+        patch.metadata.annotations[labels.REASON] = "recorded"
+        patch.metadata.annotations[labels.POLICY] = "podium-x"
+        patch.spec["affinity"] = fixed_patch()[-1]["value"]
+
+    settings = configuration.OperatorSettings()
+    insights = references.Insights()
+    pods = references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True)
+    insights.webhook_resources.add(pods)
+    indexers = indexing.OperatorIndexers()
+    webhookfn = functools.partial(
+        kopf_admission.serve_admission_request,
+        settings=settings,
+        registry=registry,
+        insights=insights,
+        memories=inventory.ResourceMemories(),
+        memobase=ephemera.AnyMemo(kopf.Memo()),
+        indices=indexers.indices,
+    )
+    webhook_server = kopf.WebhookServer(
+        addr="127.0.0.1",
+        port=port,
+        certfile=str(certs / "tls.crt"),
+        pkeyfile=str(certs / "tls.key"),
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        async with webhook_server as served:
+            async for _config in served(webhookfn):
+                break
+            await stop.wait()
+
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:
+        asyncio.run(main())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.servers")
+    parser.add_argument("kind", choices=["podium", "limit", "kopf"])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--certs", type=Path, required=True)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--core", type=int, default=None)
+    parser.add_argument("--profile", type=Path, default=None)
+    args = parser.parse_args(argv)
+    _pin(args.core)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    if args.kind == "podium":
+        serve_uvicorn(podium_app(args.nodes), args.port, args.certs, args.profile)
+    elif args.kind == "limit":
+        serve_uvicorn(limit_app(), args.port, args.certs, args.profile)
+    else:
+        serve_kopf(args.port, args.certs)
+    print(f"{args.kind} stopped at {datetime.now(UTC).isoformat()}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
