@@ -847,6 +847,22 @@ class LocalCluster:
         """A `kubernetes.client.ApiClient` for this cluster (the `kubernetes` package)."""
         return kube_config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
 
+    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        """Create a namespace and wait until pods can be made in it (its "default"
+        ServiceAccount exists)."""
+        metadata: dict[str, Any] = {"name": name}
+        if labels:
+            metadata["labels"] = dict(labels)
+        self.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata},
+        )
+        self.wait_for(
+            f"the default ServiceAccount of namespace {name}",
+            lambda: self._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        )
+
     # --- nodes and CRDs ----------------------------------------------------------------------
 
     def create_fake_nodes(

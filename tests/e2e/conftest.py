@@ -48,11 +48,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 def namespace(local_cluster: LocalCluster) -> Iterator[str]:
     """A fresh namespace, deleted afterwards (without waiting for it to go)."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
-    local_cluster.request(
-        "POST",
-        "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-    )
+    local_cluster.create_namespace(name)
     yield name
     try:
         local_cluster.request("DELETE", f"/api/v1/namespaces/{name}")
