@@ -146,10 +146,6 @@ def post_review(server: Podium, review: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.e2e
-@pytest.mark.filterwarnings(
-    r"ignore:Exception ignored in. <_io.FileIO name='.*podium\.log'"
-    ":pytest.PytestUnraisableExceptionWarning"
-)
 def test_two_live_replicas_racing_on_one_job_make_one_decision(
     local_cluster: LocalCluster, two_processes: list[Podium]
 ) -> None:

@@ -245,6 +245,10 @@ def test_the_pod_template_passes_pod_security_restricted(
     """podium-system enforces the restricted Pod Security level: a pod made from the Deployment's
     template (its ServiceAccount created for real) must be admitted by a dry run."""
     objects = kustomize(MANIFESTS / "base")
+    # Other tests may have created podium-system plainly (for their Lease): apply ours on top, so
+    # its Pod Security labels are there whatever ran before.
+    (namespace,) = [o for o in objects if o["kind"] == "Namespace"]
+    local_cluster.apply(namespace)
     (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
     try:
         local_cluster.request("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", account)

@@ -26,14 +26,7 @@ from .test_podium import (
     wait_for_webhook,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    # tests/e2e/podium.py's Podium.start never keeps (or closes) its log file handle.
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <_io.FileIO name='.*podium\.log'"
-        ":pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = pytest.mark.e2e
 
 ORPHAN_SINCE = "podium.dev/orphan-since"
 GRACE = 3.0
