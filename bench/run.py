@@ -230,11 +230,8 @@ def load_phases(
 
 
 def scale_phases(sizes: tuple[int, ...], runs: int) -> list[dict[str, Any]]:
-    out = []
-    for nodes in sizes:
-        print(f"[scale] {nodes} nodes", flush=True)
-        out.append(scale.measure(nodes, runs=runs))
-    return out
+    print(f"[scale] views of {', '.join(map(str, sizes))} nodes", flush=True)
+    return scale.measure_all(sizes, runs=runs)
 
 
 def main(argv: list[str] | None = None) -> int:

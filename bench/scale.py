@@ -56,18 +56,7 @@ def held_bytes(nodes: int, pods_per_node: int, now: datetime) -> int:
     return held
 
 
-def _median_us(fn: Callable[[], Any], runs: int) -> float:
-    fn()
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - started) * 1e6)
-    return statistics.median(samples)
-
-
-def admissions(view: Snapshot, now: datetime, runs: int) -> dict[str, float]:
-    settings = Settings()
+def _requests() -> tuple[reviews.Request, reviews.Request]:
     job_name, job_uid = workload.job_of(0)
     later = reviews.parse(
         workload.review(workload.training_pod(job_name, job_uid, "worker", 3, world=8, gpus=4))
@@ -77,31 +66,57 @@ def admissions(view: Snapshot, now: datetime, runs: int) -> dict[str, float]:
             workload.training_pod("fresh", "fresh-job-uid", "worker", 1, world=4, gpus=2)
         )
     )
-    for request, reason in ((later, "recorded"), (first, "best-fit")):
-        decided = engine.decide(request, view, settings, now=now)
-        assert decided.reason == reason, (decided.reason, decided.detail)
-    cold_started = time.perf_counter()
-    view._candidates.clear()  # the first admission of a pod shape scans the nodes once
-    engine.decide(first, view, settings, now=now)
-    cold = (time.perf_counter() - cold_started) * 1e6
-    return {
-        "later_us": _median_us(lambda: engine.decide(later, view, settings, now=now), runs),
-        "first_us": _median_us(lambda: engine.decide(first, view, settings, now=now), runs),
-        "first_cold_us": cold,
-    }
+    return later, first
 
 
-def measure(nodes: int, pods_per_node: int = 30, runs: int = 400) -> dict[str, Any]:
+def _timed_us(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1e6
+
+
+def measure_all(
+    sizes: tuple[int, ...], pods_per_node: int = 30, runs: int = 400
+) -> list[dict[str, Any]]:
+    """Every size's view is built first; the admissions are then timed in interleaved rounds
+    (a few runs on each view in turn), so a burst of load from elsewhere on a shared machine
+    lands on every size alike instead of skewing the ratio between them."""
+    settings = Settings()
     now = datetime.now(UTC)
-    gc.collect()
-    view, spent, count = feed(nodes, pods_per_node, now)
-    result: dict[str, Any] = {
-        "nodes": nodes,
-        "pods": nodes * pods_per_node,
-        "objects": count,
-        "sync_s": spent,
-        **admissions(view, now, runs),
-    }
-    del view
-    result["memory_bytes"] = held_bytes(nodes, pods_per_node, now)
-    return result
+    later, first = _requests()
+    views: list[Snapshot] = []
+    rows: list[dict[str, Any]] = []
+    for nodes in sizes:
+        gc.collect()
+        view, spent, count = feed(nodes, pods_per_node, now)
+        for request, reason in ((later, "recorded"), (first, "best-fit")):
+            decided = engine.decide(request, view, settings, now=now)
+            assert decided.reason == reason, (decided.reason, decided.detail)
+        view._candidates.clear()  # the first admission of a pod shape scans the nodes once
+        cold = _timed_us(lambda view=view: engine.decide(first, view, settings, now=now))
+        views.append(view)
+        rows.append(
+            {
+                "nodes": nodes,
+                "pods": nodes * pods_per_node,
+                "objects": count,
+                "sync_s": spent,
+                "first_cold_us": cold,
+            }
+        )
+    samples: list[dict[str, list[float]]] = [{"later": [], "first": []} for _ in sizes]
+    rounds = 20
+    for _ in range(rounds):
+        for view, sample in zip(views, samples, strict=True):
+            for name, request in (("later", later), ("first", first)):
+                for _ in range(max(1, runs // rounds)):
+                    sample[name].append(
+                        _timed_us(lambda r=request, v=view: engine.decide(r, v, settings, now=now))
+                    )
+    for row, sample in zip(rows, samples, strict=True):
+        row["later_us"] = statistics.median(sample["later"])
+        row["first_us"] = statistics.median(sample["first"])
+    del views, view
+    for row in rows:
+        row["memory_bytes"] = held_bytes(row["nodes"], pods_per_node, now)
+    return rows

@@ -57,6 +57,8 @@ def podium_app(nodes: int) -> Any:
         sink=audit.StreamSink(open(os.devnull, "w")),  # noqa: SIM115 - lives as long as the server
         observe=metrics.observe,
     )
+    if not os.environ.get("PODIUM_BENCH_NO_FREEZE"):
+        server.freeze_heap()  # as podium serve does once the watch cache has synced
     return server.create_app(admitter=admitter, ready=lambda: True, metrics=metrics)
 
 
