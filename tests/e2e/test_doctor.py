@@ -23,7 +23,7 @@ from .test_podium import (
     podium_objects,
     pytorch_pods,
     pytorchjob,
-    wait_for_webhook,
+    serving,
 )
 
 pytestmark = pytest.mark.e2e
@@ -41,14 +41,8 @@ def podium(
         )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PODIUM_RECONCILE_INTERVAL_SECONDS", "3600")  # a deleted policy stays deleted
-        server = Podium(local_cluster, tmp_path_factory.mktemp("doctor-podium"))
-        server.start()
-    try:
-        server.register()
-        wait_for_webhook(local_cluster)
-        yield server
-    finally:
-        server.stop()
+        with serving(Podium(local_cluster, tmp_path_factory.mktemp("doctor-podium"))) as server:
+            yield server
 
 
 def job_with_pods(

@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from .test_podium import (  # noqa: F401  (ns: a fixture, used by name)
     ns,
     pytorch_pods,
     pytorchjob,
-    wait_for_webhook,
+    serving,
 )
 
 pytestmark = pytest.mark.e2e
@@ -279,19 +278,8 @@ def test_the_pod_template_passes_pod_security_restricted(
 def podium(
     local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Podium]:
-    """test_podium's fixture, re-created: ``Podium.start`` drops the handle of the log file it
-    opens (it never reaches ``self._log``), and with warnings as errors the ResourceWarning of
-    that file's collection fails the setup."""
-    server = Podium(local_cluster, tmp_path_factory.mktemp("podium"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        server.start()
-    try:
-        server.register()
-        wait_for_webhook(local_cluster)
+    with serving(Podium(local_cluster, tmp_path_factory.mktemp("podium"))) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def metric(text: str, name: str, **labels: str) -> float:

@@ -6,6 +6,7 @@ job object, concurrently. The cluster has GPU nodes in three zones: 8, 16 and 64
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -107,18 +108,35 @@ def pod(
 # -- fixtures ----------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def serving(server: Podium) -> Iterator[Podium]:
+    """Start podium, register the shipped webhook configuration, wait until it is called."""
+    server.start()
+    try:
+        server.register()
+        wait_for_webhook(server.cluster)
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def podium(
     local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Podium]:
-    server = Podium(local_cluster, tmp_path_factory.mktemp("podium"))
-    server.start()
-    try:
-        server.register()
-        wait_for_webhook(local_cluster)
+    with serving(Podium(local_cluster, tmp_path_factory.mktemp("podium"))) as server:
         yield server
-    finally:
-        server.stop()
+
+
+def controller_ref(name: str, uid: str | None = None) -> dict[str, Any]:
+    """A controller ownerReference to a PyTorchJob (one that need not exist)."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": name,
+        "uid": uid or str(uuid.uuid4()),
+        "controller": True,
+    }
 
 
 def wait_for_webhook(cluster: LocalCluster) -> None:
@@ -138,15 +156,7 @@ def wait_for_webhook(cluster: LocalCluster) -> None:
         generate_name="probe-",
         gpus=0,
         labels={"training.kubeflow.org/job-name": "probe"},
-        owners=[
-            {
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "PyTorchJob",
-                "name": "probe",
-                "uid": str(uuid.uuid4()),
-                "controller": True,
-            }
-        ],
+        owners=[controller_ref("probe")],
     )
 
     def mutated() -> bool:
@@ -541,15 +551,7 @@ def test_not_opted_in_and_system_namespaces_are_untouched(
                 generate_name="untouched-",
                 gpus=0,
                 labels={"training.kubeflow.org/job-name": "x"},
-                owners=[
-                    {
-                        "apiVersion": "kubeflow.org/v1",
-                        "kind": "PyTorchJob",
-                        "name": "x",
-                        "uid": str(uuid.uuid4()),
-                        "controller": True,
-                    }
-                ],
+                owners=[controller_ref("x")],
             )
             got = create(local_cluster, p, dry_run=True)
             assert ZONE not in (got["metadata"].get("annotations") or {})
@@ -565,15 +567,7 @@ def test_mirror_pods_are_untouched(local_cluster: LocalCluster, ns: str) -> None
         gpus=0,
         labels={"training.kubeflow.org/job-name": "x"},
         annotations={"kubernetes.io/config.mirror": "abc"},
-        owners=[
-            {
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "PyTorchJob",
-                "name": "x",
-                "uid": str(uuid.uuid4()),
-                "controller": True,
-            }
-        ],
+        owners=[controller_ref("x")],
     )
     try:
         got = create(local_cluster, p, dry_run=True)
@@ -677,15 +671,7 @@ def test_copying_a_jobs_label_does_not_get_a_pod_into_its_policy(
         name="other-0",
         gpus=0,
         labels={JOB: key, "training.kubeflow.org/job-name": "victim"},
-        owners=[
-            {
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "PyTorchJob",
-                "name": "victim",
-                "uid": str(uuid.uuid4()),
-                "controller": True,
-            }
-        ],
+        owners=[controller_ref("victim")],
     )
     assert create(local_cluster, other)["metadata"]["labels"][JOB] != key
 
