@@ -379,9 +379,11 @@ def test_workers_follow_a_coordinator_already_running(local_cluster: LocalCluste
     )
     time.sleep(1)  # let podium's watch see it
     created = create_concurrently(local_cluster, workers)
-    assert {
-        (p["metadata"]["annotations"][ZONE], p["metadata"]["annotations"][REASON]) for p in created
-    } == {("zone-b", "coordinator-placed")}
+    # The first worker decides from the running coordinator; a later one may already find the
+    # record that decision wrote.
+    assert {p["metadata"]["annotations"][ZONE] for p in created} == {"zone-b"}
+    reasons = [p["metadata"]["annotations"][REASON] for p in created]
+    assert "coordinator-placed" in reasons and set(reasons) <= {"coordinator-placed", "recorded"}
     zones = wait_bound(local_cluster, ns, [p["metadata"]["name"] for p in created])
     assert set(zones.values()) == {"zone-b"}
 
