@@ -50,5 +50,11 @@ demo: setup controlplane
 demo-offline: setup
 	$(BIN)/podium review examples/pytorchjob-worker-0.yaml --cluster examples/cluster.yaml
 
+## Benchmarks against the bare-ASGI limit and kopf (docs/benchmarks/); needs wrk from Debian.
+bench: setup
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	$(BIN)/python -m bench
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

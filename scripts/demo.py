@@ -226,6 +226,16 @@ def wait_scheduled(cluster: LocalCluster, timeout: float = 90) -> list[dict[str,
         time.sleep(0.5)
 
 
+def job_of(pod: dict[str, Any]) -> str:
+    """The job a pod belongs to, as its operator labelled it."""
+    labels = pod["metadata"].get("labels") or {}
+    for key in ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name"):
+        if key in labels:
+            return str(labels[key])
+    owners = pod["metadata"].get("ownerReferences") or [{}]
+    return str(owners[0].get("name", "-"))
+
+
 def show(cluster: LocalCluster, podium: Podium) -> None:
     pods = wait_scheduled(cluster)
     node_zone = {
@@ -235,13 +245,11 @@ def show(cluster: LocalCluster, podium: Podium) -> None:
     table = Table(title=f"Where every pod landed (namespace {NS})")
     for col in ("job", "pod", "podium zone", "reason", "node", "node's zone", "phase"):
         table.add_column(col)
-    for p in sorted(
-        pods, key=lambda p: (p["metadata"]["ownerReferences"][0]["name"], p["metadata"]["name"])
-    ):
+    for p in sorted(pods, key=lambda p: (job_of(p), p["metadata"]["name"])):
         ann = p["metadata"].get("annotations") or {}
         node = p["spec"].get("nodeName") or "-"
         table.add_row(
-            p["metadata"]["ownerReferences"][0]["name"],
+            job_of(p),
             p["metadata"]["name"],
             ann.get("podium.dev/zone", "-"),
             ann.get("podium.dev/reason", "-"),
