@@ -195,7 +195,7 @@ def _pin(
         placed=() if recorded_zone else _placed_members(gang, namespace, view),
         view=view,
         settings=settings,
-        reserved=_reservations(view, settings, now=now, exclude=gang.key),
+        reserved=lambda: _reservations(view, settings, now=now, exclude=gang.key),
     )
     policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
     annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}

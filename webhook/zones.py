@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 from webhook import resources, selectors
@@ -69,8 +69,10 @@ def choose_zone(
     placed: Sequence[Placed],
     view: Snapshot,
     settings: Settings,
-    reserved: Mapping[str, resources.Resources],
+    reserved: Callable[[], Mapping[str, resources.Resources]],
 ) -> ZoneChoice:
+    """``reserved`` is called only when capacity decides: reading the recent decisions is the
+    costliest part, and most admissions (every pod after a job's first) never need it."""
     if recorded_zone:
         return ZoneChoice(
             recorded_zone, Reason.RECORDED, f"zone {recorded_zone} recorded for the job"
@@ -81,7 +83,7 @@ def choose_zone(
     if allowed is not None and len(allowed) == 1:
         (zone,) = allowed
         return ZoneChoice(zone, Reason.POD_CONSTRAINT, f"the pod already requires zone {zone}")
-    return _by_capacity(pod_spec, demand, view, settings, allowed, reserved)
+    return _by_capacity(pod_spec, demand, view, settings, allowed, reserved())
 
 
 def _from_placed(placed: Sequence[Placed]) -> ZoneChoice:
