@@ -5,7 +5,9 @@ Unit-level (no control plane; the API twin injects the fault): the apiserver unr
 budget, allowed unchanged, and its audit record says why.
 
 Live (``-m e2e``): two podium processes, both talking to the real apiserver, get the same job's
-AdmissionReviews concurrently over HTTPS — one record, one zone for every pod.
+AdmissionReviews concurrently over HTTPS — one record, one zone for every pod. And podium behind
+a TCP proxy (tests/e2e/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
+pod is created unpinned within the budget and the audit record says why; then podium recovers.
 
 Covered elsewhere: the policy CRD missing (tests/test_admission.py, InMemoryApi(missing_kinds));
 the certificate rotated under load (tests/test_tls.py::test_rotation_under_load_fails_no_request,
@@ -15,25 +17,31 @@ uvicorn on a real socket, no failed request).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import ssl
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook import admission, audit, effects, reviews
 from webhook.settings import Settings
 from webhook.snapshot import Snapshot
 
-from .cluster import LocalCluster
-from .podium import Podium
-from .test_podium import pytorch_pods
+from .cluster import ApiError, LocalCluster
+from .faultproxy import FaultProxy
+from .podium import WEBHOOK_MANIFEST, Podium
+from .test_podium import create as live_create
+from .test_podium import pytorch_pods, serving
 from .test_podium import pytorchjob as live_pytorchjob
 
 BUDGET = 0.5
@@ -188,3 +196,171 @@ def test_two_live_replicas_racing_on_one_job_make_one_decision(
     ]
     assert len(records) == 1
     assert records[0]["data"]["zone"] in zones
+
+
+# -- live faults between podium and the apiserver ----------------------------------------------
+
+ZONE = "podium.dev/zone"
+
+
+class ClusterAs:
+    """The local cluster as seen through another kubeconfig (another server URL or user).
+
+    `Podium` passes ``cluster.kubeconfig`` to ``podium serve``; everything else (the CA, issuing
+    certificates, admin requests for the test itself) goes to the real cluster.
+    """
+
+    def __init__(self, cluster: LocalCluster, kubeconfig: Path) -> None:
+        self._cluster = cluster
+        self.kubeconfig = kubeconfig
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+
+def kubeconfig_copy(
+    cluster: LocalCluster,
+    path: Path,
+    *,
+    server: str | None = None,
+    cert: Path | None = None,
+    key: Path | None = None,
+) -> Path:
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    if server is not None:
+        config["clusters"][0]["cluster"]["server"] = server
+    if cert is not None and key is not None:
+        config["users"][0]["user"] = {"client-certificate": str(cert), "client-key": str(key)}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
+    """A namespace with podium enabled; deleted afterwards and waited for (GPUs free again)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.request(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"podium.dev/enabled": "true"}},
+        },
+    )
+    try:
+        yield name
+    finally:
+        cluster.request("DELETE", f"/api/v1/namespaces/{name}")
+
+        def gone() -> bool:
+            try:
+                cluster.request("GET", f"/api/v1/namespaces/{name}")
+            except ApiError as err:
+                return err.status == 404
+            return False
+
+        cluster.wait_for(f"namespace {name} to be deleted", gone, timeout=120)
+
+
+def unregister(cluster: LocalCluster) -> None:
+    """Leave no webhook configuration pointing at a podium that is gone."""
+    name = yaml.safe_load(WEBHOOK_MANIFEST.read_text())["metadata"]["name"]
+    with contextlib.suppress(ApiError):
+        cluster.request(
+            "DELETE", f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+        )
+
+
+def wait_until_podium_knows(server: Podium, pod: dict[str, Any], timeout: float = 30) -> None:
+    """A dry-run review straight to podium: pinned once its watch cache has the job."""
+    probe = reviews.review_for_pod(pod, uid=f"probe-{uuid.uuid4().hex[:6]}")
+    probe["request"]["dryRun"] = True
+
+    def pinned() -> bool:
+        try:
+            answer = post_review(server, probe)
+        except OSError:
+            return False
+        return bool(answer["response"]["auditAnnotations"].get("outcome") == "pinned")
+
+    server.cluster.wait_for("podium to see the job", pinned, timeout=timeout)
+
+
+def audit_record(server: Podium, ns: str, pod: str, timeout: float = 10) -> dict[str, Any]:
+    found: list[dict[str, Any]] = []
+
+    def written() -> bool:
+        found[:] = [
+            r
+            for r in server.audit_records()
+            if r["namespace"] == ns and r["pod"] == pod and not r["dryRun"]
+        ]
+        return bool(found)
+
+    server.cluster.wait_for(f"the audit record of {ns}/{pod}", written, timeout=timeout)
+    return found[-1]
+
+
+def timed_create(cluster: LocalCluster, obj: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    started = time.perf_counter()
+    created = live_create(cluster, obj)
+    return created, time.perf_counter() - started
+
+
+LIVE_BUDGET = 1.0
+
+
+@pytest.mark.e2e
+def test_apiserver_stalled_or_unreachable_during_admission_fails_open_in_time(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """podium talks to the apiserver through a proxy that stalls, then refuses: each new job's
+    first pod is created unpinned within the budget, its audit record says why; then podium
+    recovers and pins the next job."""
+    faults = [
+        ("stall", rf"did not answer within {LIVE_BUDGET:g}s"),
+        # A pooled connection is reset, a new one refused: either way a connection error.
+        ("refuse", r"Connection (refused|reset|aborted)|RemoteDisconnected|NewConnectionError"),
+    ]
+    seen: dict[str, tuple[float, str]] = {}
+    with (
+        FaultProxy(local_cluster.apiserver_port) as proxy,
+        opted_in_namespace(local_cluster, "fault") as ns,
+    ):
+        kubeconfig = kubeconfig_copy(
+            local_cluster, tmp_path / "proxied.kubeconfig", server=proxy.url
+        )
+        server = Podium(
+            ClusterAs(local_cluster, kubeconfig),  # type: ignore[arg-type]
+            tmp_path / "podium",
+            config=f"time-budget-seconds: {LIVE_BUDGET:g}\n",
+        )
+        try:
+            with serving(server):
+                for mode, why in faults:
+                    job = live_pytorchjob(local_cluster, ns, f"job-{mode}", workers=1, gpus=0)
+                    first = pytorch_pods(job, workers=1, gpus=0)[0]
+                    wait_until_podium_knows(server, first)
+                    proxy.set_mode(mode)
+                    try:
+                        created, elapsed = timed_create(local_cluster, first)
+                    finally:
+                        proxy.set_mode("pass")
+                    name = created["metadata"]["name"]
+                    assert ZONE not in (created["metadata"].get("annotations") or {}), mode
+                    assert elapsed < LIVE_BUDGET + 1.5, f"{mode}: {elapsed:.2f}s"
+                    record = audit_record(server, ns, name)
+                    assert record["outcome"] == "fail-open", (mode, record)
+                    assert re.search(why, record["error"]), (mode, record["error"])
+                    seen[mode] = (elapsed, record["error"])
+                # Recovered: the watch reconnects through the proxy, the next job is pinned.
+                job = live_pytorchjob(local_cluster, ns, "job-after", workers=1, gpus=0)
+                first = pytorch_pods(job, workers=1, gpus=0)[0]
+                wait_until_podium_knows(server, first, timeout=60)
+                created, elapsed = timed_create(local_cluster, first)
+                assert ZONE in created["metadata"]["annotations"], created["metadata"]
+                assert audit_record(server, ns, first["metadata"]["name"])["outcome"] == "pinned"
+        finally:
+            unregister(local_cluster)
+    print(f"faults seen: {seen}; recovered admission {elapsed:.2f}s")
