@@ -8,6 +8,7 @@ Live (``-m e2e``): two podium processes, both talking to the real apiserver, get
 AdmissionReviews concurrently over HTTPS — one record, one zone for every pod. And podium behind
 a TCP proxy (tests/e2e/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
 pod is created unpinned within the budget and the audit record says why; then podium recovers.
+podium running as a user RBAC lets read but not write: fail open, the record says 403 Forbidden.
 
 Covered elsewhere: the policy CRD missing (tests/test_admission.py, InMemoryApi(missing_kinds));
 the certificate rotated under load (tests/test_tls.py::test_rotation_under_load_fails_no_request,
@@ -364,3 +365,76 @@ def test_apiserver_stalled_or_unreachable_during_admission_fails_open_in_time(
         finally:
             unregister(local_cluster)
     print(f"faults seen: {seen}; recovered admission {elapsed:.2f}s")
+
+
+READ_ONLY_USER = "podium-read-only"
+
+
+@contextlib.contextmanager
+def read_only_user(cluster: LocalCluster, directory: Path) -> Iterator[Path]:
+    """A kubeconfig for a user RBAC lets get/list/watch everything and write nothing."""
+    cert, key = cluster.issue_certificate(
+        READ_ONLY_USER, common_name=READ_ONLY_USER, client=True, directory=directory
+    )
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": READ_ONLY_USER},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": READ_ONLY_USER},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": READ_ONLY_USER,
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": READ_ONLY_USER}
+        ],
+    }
+    cluster.request("POST", f"{rbac}/clusterroles", role)
+    try:
+        cluster.request("POST", f"{rbac}/clusterrolebindings", binding)
+        try:
+            yield kubeconfig_copy(cluster, directory / "read-only.kubeconfig", cert=cert, key=key)
+        finally:
+            cluster.request("DELETE", f"{rbac}/clusterrolebindings/{READ_ONLY_USER}")
+    finally:
+        cluster.request("DELETE", f"{rbac}/clusterroles/{READ_ONLY_USER}")
+
+
+@pytest.mark.e2e
+def test_podium_forbidden_to_write_fails_open_and_says_403(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """podium may read (its cache syncs) but not create its record or policy: each new job's pod
+    is created unpinned, in time, and the audit record says Forbidden."""
+    with (
+        read_only_user(local_cluster, tmp_path) as kubeconfig,
+        opted_in_namespace(local_cluster, "forbidden") as ns,
+    ):
+        server = Podium(
+            ClusterAs(local_cluster, kubeconfig),  # type: ignore[arg-type]
+            tmp_path / "podium",
+            config=f"time-budget-seconds: {LIVE_BUDGET:g}\n",
+        )
+        try:
+            with serving(server):
+                for i in range(2):
+                    job = live_pytorchjob(local_cluster, ns, f"job-{i}", workers=1, gpus=0)
+                    first = pytorch_pods(job, workers=1, gpus=0)[0]
+                    wait_until_podium_knows(server, first)
+                    created, elapsed = timed_create(local_cluster, first)
+                    assert ZONE not in (created["metadata"].get("annotations") or {})
+                    assert elapsed < LIVE_BUDGET + 1.5, f"{elapsed:.2f}s"
+                    record = audit_record(server, ns, created["metadata"]["name"])
+                    assert record["outcome"] == "fail-open", record
+                    assert "403" in record["error"] and "forbidden" in record["error"], record
+                    assert READ_ONLY_USER in record["error"], record
+                    print(f"403: {elapsed:.2f}s {record['error']}")
+        finally:
+            unregister(local_cluster)
