@@ -9,6 +9,8 @@ AdmissionReviews concurrently over HTTPS — one record, one zone for every pod.
 a TCP proxy (tests/e2e/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
 pod is created unpinned within the budget and the audit record says why; then podium recovers.
 podium running as a user RBAC lets read but not write: fail open, the record says 403 Forbidden.
+The only replica SIGKILLed in the middle of a 500-pod burst and restarted: every pod exists, each
+either pinned to the job's one zone or reported by `podium doctor` as not-pinned.
 
 Covered elsewhere: the policy CRD missing (tests/test_admission.py, InMemoryApi(missing_kinds));
 the certificate rotated under load (tests/test_tls.py::test_rotation_under_load_fails_no_request,
@@ -22,6 +24,9 @@ import contextlib
 import json
 import re
 import ssl
+import subprocess
+import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -40,7 +45,7 @@ from webhook.snapshot import Snapshot
 
 from .cluster import ApiError, LocalCluster
 from .faultproxy import FaultProxy
-from .podium import WEBHOOK_MANIFEST, Podium
+from .podium import REPO, WEBHOOK_MANIFEST, Podium
 from .test_podium import create as live_create
 from .test_podium import pytorch_pods, serving
 from .test_podium import pytorchjob as live_pytorchjob
@@ -438,3 +443,100 @@ def test_podium_forbidden_to_write_fails_open_and_says_403(
                     print(f"403: {elapsed:.2f}s {record['error']}")
         finally:
             unregister(local_cluster)
+
+
+BURST = 500  # pods of one job: 1 master + BURST - 1 workers
+KILL_AFTER = 100  # creations before the replica is SIGKILLed
+
+
+def doctor_not_pinned(cluster: LocalCluster, ns: str) -> set[str]:
+    """The pods ``podium doctor`` reports as not-pinned in the namespace."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.cli",
+            "doctor",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            ns,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    assert result.returncode == (0 if report["ok"] else 1)
+    return {p for f in report["findings"] if f["check"] == "not-pinned" for p in f["pods"]}
+
+
+@pytest.mark.e2e
+def test_a_replica_killed_in_a_burst_leaves_every_pod_pinned_or_reported(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The only replica is SIGKILLed after KILL_AFTER of a job's BURST pods and restarted at once:
+    the apiserver admits what it cannot send (failurePolicy Ignore). Every pod exists; each is
+    pinned to the one zone or `podium doctor` reports it not-pinned — exactly those."""
+    with opted_in_namespace(local_cluster, "burst") as ns:
+        server = Podium(local_cluster, tmp_path / "podium")
+        lock = threading.Lock()
+        created_count = 0
+        restarted: list[BaseException | None] = []
+        restarter: threading.Thread | None = None
+
+        def restart() -> None:
+            try:
+                server.stop()  # reaps the killed process and closes its log
+                server.start()
+                restarted.append(None)
+            except BaseException as err:  # reported by the test thread
+                restarted.append(err)
+
+        def create_one(obj: dict[str, Any]) -> dict[str, Any]:
+            nonlocal created_count, restarter
+            created = live_create(local_cluster, obj)
+            with lock:
+                created_count += 1
+                if created_count == KILL_AFTER:
+                    assert server.process is not None
+                    server.process.kill()
+                    server.process.wait(timeout=10)
+                    restarter = threading.Thread(target=restart)
+                    restarter.start()
+            return created
+
+        try:
+            with serving(server):
+                job = live_pytorchjob(local_cluster, ns, "burst", workers=BURST - 1, gpus=0)
+                pods = pytorch_pods(job, workers=BURST - 1, gpus=0)
+                wait_until_podium_knows(server, pods[0])
+                started = time.perf_counter()
+                with ThreadPoolExecutor(max_workers=16) as pool:
+                    answers = list(pool.map(create_one, pods))
+                took = time.perf_counter() - started
+                assert restarter is not None
+                restarter.join(timeout=90)
+                assert restarted == [None], restarted
+        finally:
+            unregister(local_cluster)
+        assert len(answers) == BURST
+        live = {
+            p["metadata"]["name"]: p
+            for p in local_cluster.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+        }
+        assert set(live) == {p["metadata"]["name"] for p in pods}
+        pinned = {n for n, p in live.items() if ZONE in (p["metadata"].get("annotations") or {})}
+        zones = {live[n]["metadata"]["annotations"][ZONE] for n in pinned}
+        assert len(zones) <= 1, zones
+        assert pinned, "the replica pinned nothing before it was killed"
+        assert doctor_not_pinned(local_cluster, ns) == set(live) - pinned
+        print(
+            f"burst of {BURST} in {took:.1f}s, killed after {KILL_AFTER}: "
+            f"{len(pinned)} pinned to {zones}, {BURST - len(pinned)} not pinned (doctor agrees)"
+        )
