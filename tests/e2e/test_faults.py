@@ -10,7 +10,8 @@ a TCP proxy (tests/e2e/faultproxy.py) that stalls, then refuses, the apiserver m
 pod is created unpinned within the budget and the audit record says why; then podium recovers.
 podium running as a user RBAC lets read but not write: fail open, the record says 403 Forbidden.
 The only replica SIGKILLed in the middle of a 500-pod burst and restarted: every pod exists, each
-either pinned to the job's one zone or reported by `podium doctor` as not-pinned.
+either pinned to the job's one zone or reported by `podium doctor` as not-pinned. Last, the
+CiliumNetworkPolicy CRD deleted live: the pod is pinned with a warning; the CRD is re-installed.
 
 Covered elsewhere: the policy CRD missing (tests/test_admission.py, InMemoryApi(missing_kinds));
 the certificate rotated under load (tests/test_tls.py::test_rotation_under_load_fails_no_request,
@@ -43,7 +44,7 @@ from webhook import admission, audit, effects, reviews
 from webhook.settings import Settings
 from webhook.snapshot import Snapshot
 
-from .cluster import ApiError, LocalCluster
+from .cluster import CRD_DIR, ApiError, LocalCluster
 from .faultproxy import FaultProxy
 from .podium import REPO, WEBHOOK_MANIFEST, Podium
 from .test_podium import create as live_create
@@ -539,4 +540,75 @@ def test_a_replica_killed_in_a_burst_leaves_every_pod_pinned_or_reported(
         print(
             f"burst of {BURST} in {took:.1f}s, killed after {KILL_AFTER}: "
             f"{len(pinned)} pinned to {zones}, {BURST - len(pinned)} not pinned (doctor agrees)"
+        )
+
+
+CNP_CRD = "ciliumnetworkpolicies.cilium.io"
+
+
+def gone(cluster: LocalCluster, path: str) -> bool:
+    try:
+        cluster.request("GET", path)
+    except ApiError as err:
+        return err.status == 404
+    return False
+
+
+def not_terminating(cluster: LocalCluster, path: str) -> bool:
+    try:
+        obj = cluster.request("GET", path)
+    except ApiError as err:
+        return err.status == 404
+    return "deletionTimestamp" not in obj["metadata"]
+
+
+@pytest.mark.e2e
+def test_policy_crd_missing_live_pins_and_warns(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Last in the module: the CiliumNetworkPolicy CRD is deleted; a new job's pod is still pinned,
+    its audit record warns that no policy exists. The CRD is re-installed (Established) after."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    try:
+        with opted_in_namespace(local_cluster, "nocrd") as ns:
+            server = Podium(local_cluster, tmp_path / "podium")
+            try:
+                with serving(server):
+                    local_cluster.request("DELETE", f"{crds}/{CNP_CRD}")
+                    local_cluster.wait_for(
+                        "the CNP CRD to be gone",
+                        lambda: (
+                            gone(local_cluster, f"{crds}/{CNP_CRD}")
+                            and gone(local_cluster, "/apis/cilium.io/v2/ciliumnetworkpolicies")
+                        ),
+                        timeout=60,
+                    )
+                    job = live_pytorchjob(local_cluster, ns, "nocrd", workers=1, gpus=0)
+                    first = pytorch_pods(job, workers=1, gpus=0)[0]
+                    wait_until_podium_knows(server, first)
+                    created = live_create(local_cluster, first)
+                    assert ZONE in created["metadata"]["annotations"], created["metadata"]
+                    record = audit_record(server, ns, first["metadata"]["name"])
+                    assert record["outcome"] == "pinned", record
+                    assert [
+                        e["outcome"]
+                        for e in record["effects"]
+                        if e["kind"] == "CiliumNetworkPolicy"
+                    ] == ["skipped-crd-missing"], record["effects"]
+                    assert any("no allow policy exists" in w for w in record["warnings"]), record
+                    print(f"CRD missing: pinned to {record['zone']}, warnings {record['warnings']}")
+            finally:
+                unregister(local_cluster)
+    finally:  # a CRD still terminating cannot be re-created: wait until it is gone first
+        local_cluster.wait_for(
+            "the CNP CRD to finish terminating",
+            lambda: not_terminating(local_cluster, f"{crds}/{CNP_CRD}"),
+            timeout=60,
+        )
+        local_cluster.install_crds([CRD_DIR / "cilium.io_ciliumnetworkpolicies.yaml"])
+        assert local_cluster.crd_established(CNP_CRD)
+        local_cluster.wait_for(  # served again, for the modules after this one
+            "CiliumNetworkPolicies to be listable",
+            lambda: not gone(local_cluster, "/apis/cilium.io/v2/ciliumnetworkpolicies"),
+            timeout=30,
         )
