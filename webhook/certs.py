@@ -285,20 +285,22 @@ def issue_ca(
     return KeyPair(cert, key)
 
 
-def _issue_leaf(
+def issue_leaf(
     ca: KeyPair,
     *,
     subject: x509.Name,
     sans: Sequence[x509.GeneralName],
     lifetime: datetime.timedelta,
     now: datetime.datetime,
+    usages: Sequence[x509.ObjectIdentifier] = (ExtendedKeyUsageOID.SERVER_AUTH,),
 ) -> KeyPair:
+    """A leaf signed by ``ca``: serverAuth by default; a client certificate may have no SANs."""
     _check_lifetime(lifetime)
     key = _new_key()
     # A leaf never outlives the CA that vouches for it.
     not_after = min(now + lifetime, ca.cert.not_valid_after_utc)
     ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca.cert.subject)
@@ -321,15 +323,15 @@ def _issue_leaf(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
         )
-        .sign(ca.key, hashes.SHA256())
     )
-    return KeyPair(cert, key)
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+    return KeyPair(builder.sign(ca.key, hashes.SHA256()), key)
 
 
 def issue_serving(
@@ -351,7 +353,7 @@ def issue_serving(
     base = serving_names(service, namespace, cluster_domain=cluster_domain)
     sans = parse_sans([*base, *extra_sans])
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, base[2])])
-    return _issue_leaf(ca, subject=subject, sans=sans, lifetime=lifetime, now=now)
+    return issue_leaf(ca, subject=subject, sans=sans, lifetime=lifetime, now=now)
 
 
 def reissue_serving(
@@ -367,7 +369,7 @@ def reissue_serving(
         sans = list(leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
     except x509.ExtensionNotFound as error:
         raise CertStateError("the serving certificate has no SANs to carry over") from error
-    return _issue_leaf(ca, subject=leaf.subject, sans=sans, lifetime=lifetime, now=now)
+    return issue_leaf(ca, subject=leaf.subject, sans=sans, lifetime=lifetime, now=now)
 
 
 # --- renewal timing --------------------------------------------------------------------------

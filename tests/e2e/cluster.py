@@ -43,10 +43,12 @@ from typing import Any, Self
 
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import config as kube_config
+
+from webhook import certs
 
 __all__ = [
     "CRD_DIR",
@@ -60,6 +62,8 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"
+#: The test cluster's certificates live a week: longer than any run, short if one leaks.
+CERT_LIFETIME = datetime.timedelta(days=7)
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
@@ -190,92 +194,28 @@ def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
     return x509.Name(attributes)
 
 
-@dataclass(frozen=True)
-class _CertificateAuthority:
-    cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
-
-    @classmethod
-    def create(cls, common_name: str) -> _CertificateAuthority:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        name = _name(common_name)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=7))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-            .sign(key, hashes.SHA256())
-        )
-        return cls(cert=cert, key=key)
-
-    def issue(
-        self,
-        *,
-        common_name: str,
-        organizations: Sequence[str] = (),
-        dns_names: Sequence[str] = (),
-        ip_addresses: Sequence[str] = (),
-        server: bool = False,
-        client: bool = False,
-    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        usages = [ExtendedKeyUsageOID.SERVER_AUTH] * server + [
-            ExtendedKeyUsageOID.CLIENT_AUTH
-        ] * client
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name, organizations))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=7))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), False
-            )
-        )
-        alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-        alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-        if alt_names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        return builder.sign(self.key, hashes.SHA256()), key
+def _issue(
+    ca: certs.KeyPair,
+    *,
+    common_name: str,
+    organizations: Sequence[str] = (),
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    server: bool = False,
+    client: bool = False,
+) -> certs.KeyPair:
+    """A week-long leaf from podium's own certificate code, with the usages the caller needs."""
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] * server + [ExtendedKeyUsageOID.CLIENT_AUTH] * client
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    return certs.issue_leaf(
+        ca,
+        subject=_name(common_name, organizations),
+        sans=sans,
+        lifetime=CERT_LIFETIME,
+        now=datetime.datetime.now(datetime.UTC),
+        usages=usages,
+    )
 
 
 # --- the cluster ----------------------------------------------------------------------------
@@ -319,7 +259,7 @@ class LocalCluster:
         self.apiserver_port = 0
         self.server = ""
         self.etcd_url = ""
-        self._ca: _CertificateAuthority | None = None
+        self._ca: certs.KeyPair | None = None
         self._components: list[_Component] = []
         # name -> process, kept after stop() (all have a returncode then).
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -581,7 +521,7 @@ class LocalCluster:
     # --- pki and kubeconfig ------------------------------------------------------------------
 
     def _write_pki(self) -> None:
-        ca = _CertificateAuthority.create("podium-e2e-ca")
+        ca = certs.issue_ca("podium-e2e-ca", lifetime=CERT_LIFETIME)
         self._ca = ca
         _write_cert(self.ca_file, ca.cert)
         _write_key(self.ca_key_file, ca.key)
@@ -604,11 +544,11 @@ class LocalCluster:
         )
         # The front-proxy (request header) CA and client of the aggregation layer, as kubeadm
         # sets them up; without them every component logs a missing requestheader CA bundle.
-        front_proxy = _CertificateAuthority.create("podium-e2e-front-proxy-ca")
+        front_proxy = certs.issue_ca("podium-e2e-front-proxy-ca", lifetime=CERT_LIFETIME)
         _write_cert(self.pki_dir / "front-proxy-ca.crt", front_proxy.cert)
-        cert, key = front_proxy.issue(common_name="front-proxy-client", client=True)
-        _write_cert(self.pki_dir / "front-proxy-client.crt", cert)
-        _write_key(self.pki_dir / "front-proxy-client.key", key)
+        client = _issue(front_proxy, common_name="front-proxy-client", client=True)
+        _write_cert(self.pki_dir / "front-proxy-client.crt", client.cert)
+        _write_key(self.pki_dir / "front-proxy-client.key", client.key)
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         _write_key(self.pki_dir / "sa.key", sa_key)
         (self.pki_dir / "sa.pub").write_bytes(
@@ -636,7 +576,8 @@ class LocalCluster:
         """
         if self._ca is None:
             raise ControlPlaneError("the CA exists only after start()")
-        cert, key = self._ca.issue(
+        pair = _issue(
+            self._ca,
             common_name=common_name,
             organizations=organizations,
             dns_names=dns_names,
@@ -647,8 +588,8 @@ class LocalCluster:
         directory = directory or self.pki_dir
         directory.mkdir(parents=True, exist_ok=True)
         cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
-        _write_cert(cert_path, cert)
-        _write_key(key_path, key)
+        _write_cert(cert_path, pair.cert)
+        _write_key(key_path, pair.key)
         return cert_path, key_path
 
     @property
