@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +155,58 @@ class Podium:
         return [
             json.loads(line) for line in self.audit_file.read_text().splitlines() if line.strip()
         ]
+
+
+@contextlib.contextmanager
+def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
+    """A namespace with podium enabled; deleted afterwards and waited for, so the GPUs its pods
+    held are free again for the next test."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.request(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"podium.dev/enabled": "true"}},
+        },
+    )
+    try:
+        yield name
+    finally:
+        cluster.request("DELETE", f"/api/v1/namespaces/{name}")
+
+        def gone() -> bool:
+            try:
+                cluster.request("GET", f"/api/v1/namespaces/{name}")
+            except ApiError as err:
+                return err.status == 404
+            return False
+
+        cluster.wait_for(f"namespace {name} to be deleted", gone, timeout=120)
+
+
+def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, Any]]:
+    """``podium doctor -n NAMESPACE -o json`` as a user runs it: exit code and report."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.cli",
+            "doctor",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            namespace,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return result.returncode, report

@@ -6,9 +6,6 @@ podium was stopped — it finds every one, and reports nothing on a healthy job.
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +13,7 @@ from typing import Any
 import pytest
 
 from .cluster import ApiError, LocalCluster
-from .podium import REPO, Podium
+from .podium import Podium, run_doctor
 from .test_podium import (
     create,
     create_concurrently,
@@ -57,29 +54,6 @@ def job_with_pods(
             else:
                 p["spec"][key] = value
     return create_concurrently(cluster, pods)
-
-
-def doctor(cluster: LocalCluster, ns: str) -> tuple[int, dict[str, Any]]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.cli",
-            "doctor",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "-n",
-            ns,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
-    return result.returncode, json.loads(result.stdout)
 
 
 def test_doctor_finds_every_seeded_problem(local_cluster: LocalCluster, podium: Podium) -> None:
@@ -138,7 +112,7 @@ def test_doctor_finds_every_seeded_problem(local_cluster: LocalCluster, podium: 
     finally:
         podium.start()
     try:
-        code, report = doctor(local_cluster, ns)
+        code, report = run_doctor(local_cluster, ns)
     finally:
         local_cluster.request(
             "DELETE", f"/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies/{ccnp}"

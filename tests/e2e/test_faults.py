@@ -25,8 +25,6 @@ import contextlib
 import json
 import re
 import ssl
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -46,7 +44,7 @@ from webhook.snapshot import Snapshot
 
 from .cluster import CRD_DIR, ApiError, LocalCluster
 from .faultproxy import FaultProxy
-from .podium import REPO, WEBHOOK_MANIFEST, Podium
+from .podium import WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
 from .test_podium import create as live_create
 from .test_podium import pytorch_pods, serving
 from .test_podium import pytorchjob as live_pytorchjob
@@ -242,34 +240,6 @@ def kubeconfig_copy(
     return path
 
 
-@contextlib.contextmanager
-def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
-    """A namespace with podium enabled; deleted afterwards and waited for (GPUs free again)."""
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    cluster.request(
-        "POST",
-        "/api/v1/namespaces",
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": name, "labels": {"podium.dev/enabled": "true"}},
-        },
-    )
-    try:
-        yield name
-    finally:
-        cluster.request("DELETE", f"/api/v1/namespaces/{name}")
-
-        def gone() -> bool:
-            try:
-                cluster.request("GET", f"/api/v1/namespaces/{name}")
-            except ApiError as err:
-                return err.status == 404
-            return False
-
-        cluster.wait_for(f"namespace {name} to be deleted", gone, timeout=120)
-
-
 def unregister(cluster: LocalCluster) -> None:
     """Leave no webhook configuration pointing at a podium that is gone."""
     name = yaml.safe_load(WEBHOOK_MANIFEST.read_text())["metadata"]["name"]
@@ -452,28 +422,8 @@ KILL_AFTER = 100  # creations before the replica is SIGKILLed
 
 def doctor_not_pinned(cluster: LocalCluster, ns: str) -> set[str]:
     """The pods ``podium doctor`` reports as not-pinned in the namespace."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.cli",
-            "doctor",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "-n",
-            ns,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
-    assert result.returncode in (0, 1), result.stderr
-    report = json.loads(result.stdout)
-    assert result.returncode == (0 if report["ok"] else 1)
+    code, report = run_doctor(cluster, ns)
+    assert code == (0 if report["ok"] else 1)
     return {p for f in report["findings"] if f["check"] == "not-pinned" for p in f["pods"]}
 
 

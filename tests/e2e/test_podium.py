@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .cluster import ApiError, LocalCluster
-from .podium import Podium
+from .podium import Podium, opted_in_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -170,27 +170,8 @@ def wait_for_webhook(cluster: LocalCluster) -> None:
 @pytest.fixture
 def ns(local_cluster: LocalCluster, podium: Podium) -> Iterator[str]:
     """An opted-in namespace; afterwards it is deleted and waited for, so capacity is free again."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    local_cluster.request(
-        "POST",
-        "/api/v1/namespaces",
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": name, "labels": {"podium.dev/enabled": "true"}},
-        },
-    )
-    yield name
-    local_cluster.request("DELETE", f"/api/v1/namespaces/{name}")
-
-    def gone() -> bool:
-        try:
-            local_cluster.request("GET", f"/api/v1/namespaces/{name}")
-        except ApiError as err:
-            return err.status == 404
-        return False
-
-    local_cluster.wait_for(f"namespace {name} to be deleted", gone, timeout=120)
+    with opted_in_namespace(local_cluster, "e2e") as name:
+        yield name
 
 
 # -- helpers -----------------------------------------------------------------------------------
