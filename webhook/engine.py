@@ -155,8 +155,9 @@ def _guard(pod: Obj, namespace: str, view: Snapshot, settings: Settings) -> tupl
 
 def _skipped(pod: Obj, namespace: str, reason: str, detail: str, *, strip: bool = True) -> Decision:
     """Leave the pod alone, except that it may not carry podium's trusted label into a policy."""
-    after = mutation.without_trusted_label(pod) if strip else pod
-    patch = mutation.diff(pod, after)
+    after, patch = (
+        mutation.without_trusted_label(pod) if strip else mutation.Mutation(dict(pod), [])
+    )
     warnings = (
         (f"podium removed the {labels.JOB} label, which only podium may set",) if patch else ()
     )
@@ -206,7 +207,7 @@ def _pin(
         annotations[labels.REASON] = str(earlier[labels.REASON])
     if policy is not None:
         annotations[labels.POLICY] = policy["metadata"]["name"]
-    after = mutation.pin(
+    after, patch = mutation.pin(
         pod,
         zone=choice.zone,
         gang_key=gang.key,
@@ -240,7 +241,7 @@ def _pin(
         namespace=namespace,
         pod=pod,
         patched=after,
-        patch=mutation.diff(pod, after),
+        patch=patch,
         gang=gang,
         zone=choice.zone,
         effects=tuple(effects),

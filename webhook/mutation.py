@@ -1,59 +1,110 @@
-"""The pod after podium's decision, and the JSON Patch from the pod before. Pure.
+"""The pod after podium's decision, and the JSON Patch that turns the pod before into it. Pure.
 
-The patch is always a diff computed by ``jsonpatch`` between the two objects, so escaping
-(``podium.dev~1zone``) and missing parents are the library's business, and re-running on an
-already-patched pod yields an empty patch (the webhook may be reinvoked).
+podium changes three places of a pod: one label, a few annotations and the node affinity. The
+patch names exactly those (``add`` where the member is new, ``replace`` where it exists), with
+keys escaped by ``jsonpointer``; a pod that already carries what podium would set gets no
+operation at all, so a reinvoked webhook answers with an empty patch. Only an affinity the pod
+brought with it is diffed, by ``jsonpatch.make_patch``. Generic diffing of the whole pod was a
+quarter of an admission's CPU (docs/benchmarks/README.md); ``tests/test_mutation.py`` checks, for
+arbitrary pods, that the patch applied by ``jsonpatch`` gives exactly the pod returned here.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonpatch
+from jsonpointer import escape
 
 from webhook import labels
 from webhook.snapshot import Obj
 
 Pod = dict[str, Any]
+Op = dict[str, Any]
+
+
+class Mutation(NamedTuple):
+    pod: Pod
+    """The pod after the change; it shares every unchanged subtree with the pod before."""
+    patch: list[Op]
+    """The JSON Patch from the pod before to ``pod``."""
 
 
 def pin(
     pod: Obj, *, zone: str | None, gang_key: str, zone_label: str, annotations: Mapping[str, str]
-) -> Pod:
-    """Return a copy of ``pod`` with the trusted job label, the annotations and, given a zone,
+) -> Mutation:
+    """``pod`` with the trusted job label, the annotations and, given a zone,
     ``zone_label In [zone]`` required in *every* nodeSelectorTerm (terms are ORed, so one term
-    without it would let the pod escape the zone)."""
-    # Copy only what changes (metadata, labels, annotations, the affinity): the rest is shared
-    # with ``pod``, which is never mutated, and ``diff`` skips what is shared.
+    without it would let the pod escape the zone). ``pod`` itself is never mutated."""
     out: Pod = dict(pod)
-    meta = out["metadata"] = dict(out.get("metadata") or {})
-    meta["labels"] = {**(meta.get("labels") or {}), labels.JOB: gang_key}
-    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    ops: list[Op] = []
+    meta = _child(out, "metadata", ops, "")
+    _merge(meta, "labels", {labels.JOB: gang_key}, ops, "/metadata")
+    _merge(meta, "annotations", annotations, ops, "/metadata")
     if zone is not None:
-        spec = out["spec"] = dict(out.get("spec") or {})
-        if "affinity" in spec:
-            spec["affinity"] = copy.deepcopy(spec["affinity"])
-        _require_zone(spec, zone, zone_label)
-    return out
+        spec = _child(out, "spec", ops, "")
+        before = spec.get("affinity")
+        if not isinstance(before, dict) or not before:
+            after = _require_zone({}, zone, zone_label)
+            _set(spec, "affinity", after, ops, "/spec")
+        elif (after := _require_zone(copy.deepcopy(before), zone, zone_label)) != before:
+            spec["affinity"] = after
+            ops += [
+                {**op, "path": "/spec/affinity" + op["path"]}
+                for op in jsonpatch.make_patch(before, after).patch
+            ]
+    return Mutation(out, ops)
 
 
-def without_trusted_label(pod: Obj) -> Pod:
-    """A copy without podium's job label: a pod podium did not admit into a gang must not carry it,
-    or it would be let into that gang's policy."""
-    out: Pod = dict(pod)
-    meta = out.get("metadata")
-    if isinstance(meta, dict) and isinstance(meta.get("labels"), dict):
-        out["metadata"] = {**meta, "labels": dict(meta["labels"])}
-        out["metadata"]["labels"].pop(labels.JOB, None)
-    return out
+def without_trusted_label(pod: Obj) -> Mutation:
+    """``pod`` without podium's job label: a pod podium did not admit into a gang must not carry
+    it, or it would be let into that gang's policy."""
+    meta = pod.get("metadata")
+    if not (isinstance(meta, dict) and isinstance(meta.get("labels"), dict)):
+        return Mutation(dict(pod), [])
+    if labels.JOB not in meta["labels"]:
+        return Mutation(dict(pod), [])
+    kept = {k: v for k, v in meta["labels"].items() if k != labels.JOB}
+    path = f"/metadata/labels/{escape(labels.JOB)}"
+    return Mutation({**pod, "metadata": {**meta, "labels": kept}}, [{"op": "remove", "path": path}])
 
 
-def _require_zone(spec: dict[str, Any], zone: str, zone_label: str) -> None:
+def _set(parent: dict[str, Any], key: str, value: Any, ops: list[Op], path: str) -> None:
+    op = "replace" if key in parent else "add"
+    ops.append({"op": op, "path": f"{path}/{escape(key)}", "value": value})
+    parent[key] = value
+
+
+def _child(parent: dict[str, Any], key: str, ops: list[Op], path: str) -> dict[str, Any]:
+    """A copy of ``parent[key]`` put in its place, to change; an object is added if none is."""
+    value = parent.get(key)
+    if isinstance(value, dict):
+        parent[key] = dict(value)
+        return parent[key]  # type: ignore[no-any-return]
+    fresh: dict[str, Any] = {}
+    _set(parent, key, fresh, ops, path)
+    return fresh
+
+
+def _merge(
+    parent: dict[str, Any], key: str, wanted: Mapping[str, str], ops: list[Op], path: str
+) -> None:
+    """Set each of ``wanted`` in the string map ``parent[key]``, one operation per change."""
+    current = parent.get(key)
+    if not isinstance(current, dict):
+        _set(parent, key, dict(wanted), ops, path)
+        return
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if changed:
+        merged = parent[key] = {**current}
+        for k, v in changed.items():
+            _set(merged, k, v, ops, f"{path}/{escape(key)}")
+
+
+def _require_zone(affinity: dict[str, Any], zone: str, zone_label: str) -> dict[str, Any]:
     wanted = {"key": zone_label, "operator": "In", "values": [zone]}
-    affinity = spec.setdefault("affinity", {}) or {}
-    spec["affinity"] = affinity
     node_affinity = affinity.setdefault("nodeAffinity", {}) or {}
     affinity["nodeAffinity"] = node_affinity
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}) or {}
@@ -65,42 +116,4 @@ def _require_zone(spec: dict[str, Any], zone: str, zone_label: str) -> None:
         term["matchExpressions"] = exprs
         if wanted not in exprs:
             exprs.append(wanted)
-
-
-def diff(before: Obj, after: Obj) -> list[dict[str, Any]]:
-    """``jsonpatch.make_patch(before, after)``, minus the walk through subtrees the two share.
-
-    A subtree that is the *same object* on both sides (or an equal scalar of the same type)
-    yields no operation, so dropping it from both before diffing changes nothing but the cost:
-    ``make_patch`` serialises every leaf it compares, and a pod's containers, volumes and env
-    are most of its leaves.
-    """
-    src, dst = _unshared(before, after)
-    ops: list[dict[str, Any]] = jsonpatch.make_patch(src, dst).patch
-    return ops
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _same(before: Any, after: Any) -> bool:
-    """The same object, or equal scalars of one type (which JSON serialises alike)."""
-    return before is after or (
-        type(before) is type(after) and isinstance(before, _SCALARS) and before == after
-    )
-
-
-def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
-    if not (isinstance(before, dict) and isinstance(after, dict)):
-        return before, after
-    src: dict[str, Any] = {}
-    dst: dict[str, Any] = {}
-    for key, value in before.items():
-        if key not in after:
-            src[key] = value
-        elif not _same(value, after[key]):
-            src[key], dst[key] = _unshared(value, after[key])
-    for key, value in after.items():
-        if key not in before:
-            dst[key] = value
-    return src, dst
+    return affinity
