@@ -7,7 +7,7 @@ capacity arithmetic is exact and cheap.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -100,3 +100,60 @@ def sum_resources(items: Iterable[Mapping[str, int]]) -> Resources:
     for item in items:
         total = add(total, item)
     return total
+
+
+def requests_shape(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable summary of everything ``pod_requests`` reads from a pod spec, or None when the
+    spec is not shaped like one. Hashing it raises TypeError for an unhashable quantity."""
+    parts: list[Any] = []
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field) or []
+        if not isinstance(containers, list):
+            return None
+        for container in containers:
+            if not isinstance(container, Mapping):
+                return None
+            res = container.get("resources") or {}
+            if not isinstance(res, Mapping):
+                return None
+            limits, requests = res.get("limits") or {}, res.get("requests") or {}
+            if not isinstance(limits, Mapping) or not isinstance(requests, Mapping):
+                return None
+            parts.append(
+                (field, container.get("restartPolicy"), *limits.items(), None, *requests.items())
+            )
+    overhead = spec.get("overhead") or {}
+    if not isinstance(overhead, Mapping):
+        return None
+    parts.append(tuple(overhead.items()))
+    return tuple(parts)
+
+
+class ByShape:
+    """``compute(spec)`` once per distinct ``requests_shape``: thousands of pods (and every
+    admission of a job's pods) share a handful of shapes, and parsing quantities is slow.
+
+    The results are shared between callers and must not be changed. At most ``max_size`` shapes
+    are kept; the memo starts afresh when it is full."""
+
+    def __init__(
+        self, compute: Callable[[Mapping[str, Any]], Resources], max_size: int = 4096
+    ) -> None:
+        self._compute = compute
+        self._max_size = max_size
+        self._known: dict[tuple[Any, ...], Resources] = {}
+
+    def __call__(self, spec: Mapping[str, Any]) -> Resources:
+        try:
+            key = requests_shape(spec)
+            known = self._known.get(key) if key is not None else None
+        except TypeError:  # an unhashable quantity
+            key = known = None
+        if known is not None:
+            return known
+        parsed = self._compute(spec)
+        if key is not None:
+            if len(self._known) >= self._max_size:
+                self._known.clear()
+            self._known[key] = parsed
+        return parsed

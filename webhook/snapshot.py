@@ -67,7 +67,6 @@ INDEXED_LABELS = frozenset(
 )
 #: How many distinct scheduling constraints keep a cached set of candidate nodes.
 CANDIDATE_CACHE_SIZE = 16
-_SHARED_REQUESTS_MAX = 4096
 _EMPTY: Mapping[str, str] = {}
 
 
@@ -284,32 +283,6 @@ def _kept_env(spec: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...
     return tuple(out)
 
 
-def _requests_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """A hashable summary of everything ``resources.pod_requests`` reads, or None."""
-    parts: list[Any] = []
-    for field in ("containers", "initContainers"):
-        containers = spec.get(field) or []
-        if not isinstance(containers, list):
-            return None
-        for container in containers:
-            if not isinstance(container, Mapping):
-                return None
-            res = container.get("resources") or {}
-            if not isinstance(res, Mapping):
-                return None
-            limits, requests = res.get("limits") or {}, res.get("requests") or {}
-            if not isinstance(limits, Mapping) or not isinstance(requests, Mapping):
-                return None
-            parts.append(
-                (field, container.get("restartPolicy"), *limits.items(), None, *requests.items())
-            )
-    overhead = spec.get("overhead") or {}
-    if not isinstance(overhead, Mapping):
-        return None
-    parts.append(tuple(overhead.items()))
-    return tuple(parts)
-
-
 def _parse_time(value: object) -> float | None:
     try:
         decided = datetime.fromisoformat(str(value))
@@ -387,7 +360,8 @@ class Snapshot:
         self._record_order: list[tuple[float, ObjectKey]] = []
         self._record_time: dict[ObjectKey, float] = {}
         self._candidates: OrderedDict[bytes, _Candidates] = OrderedDict()
-        self._shared_requests: dict[Any, resources.Resources] = {}
+        #: ``resources.pod_requests``, parsed once per distinct shape and shared by its pods.
+        self._requests = resources.ByShape(resources.pod_requests)
 
     @classmethod
     def from_objects(cls, objects: Iterable[Obj], *, zone_label: str) -> Snapshot:
@@ -454,20 +428,6 @@ class Snapshot:
             annotations=_kept_strings(meta.get("annotations")),
             env=_kept_env(spec),
         )
-
-    def _requests(self, spec: Mapping[str, Any]) -> resources.Resources:
-        """``resources.pod_requests``, parsed once per distinct shape and shared by its pods."""
-        try:
-            key = _requests_key(spec)
-            shared = self._shared_requests.get(key) if key is not None else None
-        except TypeError:  # an unhashable quantity
-            key = shared = None
-        if shared is not None:
-            return shared
-        parsed = resources.pod_requests(spec)
-        if key is not None and len(self._shared_requests) < _SHARED_REQUESTS_MAX:
-            self._shared_requests[key] = parsed
-        return parsed
 
     def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:
         in_namespace = self._pods[namespace]

@@ -193,8 +193,13 @@ def verified(view: Snapshot, ref: Mapping[str, Any], namespace: str) -> Obj | No
 
 
 def requests_of(spec: object) -> resources.Resources:
-    """``resources.pod_requests`` of a pod spec, after dropping whatever is not shaped like one."""
-    spec = as_mapping(spec)
+    """``resources.pod_requests`` of a pod spec, after dropping whatever is not shaped like one;
+    once per distinct shape (a job's templates are read again at every admission of its pods).
+    The result is shared: do not change it."""
+    return _REQUESTS(as_mapping(spec))
+
+
+def _sane_requests(spec: Mapping[str, Any]) -> resources.Resources:
     return resources.pod_requests(
         {
             "containers": _containers(spec.get("containers")),
@@ -202,6 +207,9 @@ def requests_of(spec: object) -> resources.Resources:
             "overhead": _quantities(spec.get("overhead")),
         }
     )
+
+
+_REQUESTS = resources.ByShape(_sane_requests)
 
 
 def _containers(value: object) -> list[dict[str, Any]]:
