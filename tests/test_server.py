@@ -28,7 +28,6 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
-from starlette.requests import Request
 from typer.testing import CliRunner
 
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
@@ -251,9 +250,9 @@ async def test_reading_stops_at_the_cap_without_buffering_the_rest() -> None:
         received += 1
         return {"type": "http.request", "body": b"x" * 1024, "more_body": True}  # endless
 
-    request = Request({"type": "http", "method": "POST", "headers": []}, receive)
+    scope = {"type": "http", "method": "POST", "headers": []}
     with pytest.raises(server._Refused) as refused:
-        await server._read_body(request, 10 * 1024)
+        await server._read_body(scope, receive, 10 * 1024)
     assert refused.value.status == 413
     assert received == 11
 
@@ -394,7 +393,7 @@ async def test_the_lifespan_runs_the_watch_cache() -> None:
     )
     transport = httpx.ASGITransport(app=app)
     async with (
-        app.router.lifespan_context(app),
+        app.api.router.lifespan_context(app.api),
         httpx.AsyncClient(transport=transport, base_url="http://podium") as client,
     ):
         await watch_cache.ready.wait()
@@ -590,7 +589,7 @@ def serving(tmp_path: Path, *, min_version: tls.TLSVersionName = "1.2") -> Itera
     context = tls.server_context(cert_file, key_file, min_version=min_version)
     reloader = tls.CertReloader(context, cert_file, key_file, interval=0.05)
     world = make_world()
-    world.app.router.lifespan_context = server.serving_lifespan(None, reloader)
+    world.app.api.router.lifespan_context = server.serving_lifespan(None, reloader)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -693,3 +692,10 @@ def test_serve_refuses_what_it_cannot_use(args: list[str], message: str) -> None
     result = CliRunner().invoke(cli.app, ["serve", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_mutate_answers_only_post(client: Client) -> None:
+    response = client.get("/mutate")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert "POST" in response.json()["error"]
