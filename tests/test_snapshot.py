@@ -416,3 +416,45 @@ def test_a_training_pod_costs_well_under_two_kib_to_hold() -> None:
     finally:
         tracemalloc.stop()
     assert per_pod < 2048, per_pod
+
+
+# -- what is derived from a job is kept per version of it ----------------------------------------
+
+
+def test_derived_values_live_as_long_as_the_object_the_view_holds() -> None:
+    pj = pytorchjob(workers=3)
+    snap = view(pj)
+    calls: list[int] = []
+
+    def count_workers(obj: Any) -> int:
+        calls.append(1)
+        return int(obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
+
+    held = snap.get("kubeflow.org/v1", "PyTorchJob", NS, "llama")
+    assert held is not None
+    assert [snap.derived(held, count_workers) for _ in range(3)] == [3, 3, 3]
+    assert len(calls) == 1
+    # A copy the view does not hold is computed every time and never kept.
+    assert snap.derived(copy.deepcopy(pj), count_workers) == 3 and len(calls) == 2
+    # A watch event replaces the job: the new version is derived afresh, the old one forgotten.
+    scaled = copy.deepcopy(pj)
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 7
+    snap.apply("MODIFIED", scaled)
+    newer = snap.get("kubeflow.org/v1", "PyTorchJob", NS, "llama")
+    assert newer is not None and snap.derived(newer, count_workers) == 7
+    assert id(held) not in snap._derived
+    snap.apply("DELETED", scaled)
+    assert snap._derived == {}
+
+
+def test_a_scaled_job_changes_the_demand_of_its_next_pod() -> None:
+    pj = pytorchjob(workers=3, gpus=8)
+    snap = view(pj)
+    pod = pytorch_pod(pj).obj()
+    first = adapters.recognise(pod, NS, snap)
+    assert first is not None and first.total[GPU] == 32
+    scaled = copy.deepcopy(pj)
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 7
+    snap.apply("MODIFIED", scaled)
+    again = adapters.recognise(pod, NS, snap)
+    assert again is not None and again.total[GPU] == 64

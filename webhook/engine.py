@@ -184,8 +184,7 @@ def _pin(
     recorded: Record | None,
 ) -> Decision:
     name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
-    record_obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
-    record = recorded or policies.read_record(record_obj, gang.key)
+    record = recorded or _recorded(view, namespace, name, gang.key)
     spec: Obj = pod.get("spec") or {}
     recorded_zone = record.zone if record else None
     choice = zones.choose_zone(
@@ -198,15 +197,17 @@ def _pin(
         settings=settings,
         reserved=lambda: _reservations(view, settings, now=now, exclude=gang.key),
     )
-    policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
+    # The policy shares the record's name; it is built only when the view does not hold it yet.
+    policy_kind = policies.policy_kind(settings.policy_mode)
+    policy_name = name if policy_kind is not None else None
     annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
     earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
     if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
         # Reinvoked on a pod podium already pinned: same zone, so keep the first reason and
         # answer with an empty patch.
         annotations[labels.REASON] = str(earlier[labels.REASON])
-    if policy is not None:
-        annotations[labels.POLICY] = policy["metadata"]["name"]
+    if policy_name is not None:
+        annotations[labels.POLICY] = policy_name
     after, patch = mutation.pin(
         pod,
         zone=choice.zone,
@@ -226,11 +227,9 @@ def _pin(
                 decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
             )
         )
-    if (
-        policy is not None
-        and view.get(policy["apiVersion"], policy["kind"], namespace, name) is None
-    ):
-        effects.append(policy)
+    if policy_kind is not None and view.get(*policy_kind, namespace, name) is None:
+        policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
+        effects.extend([policy] if policy is not None else [])
     warnings = list(choice.warnings)
     if spec.get("hostNetwork"):
         warnings.append(HOST_NETWORK_WARNING)
@@ -247,8 +246,15 @@ def _pin(
         effects=tuple(effects),
         warnings=tuple(warnings),
         capacity=choice.capacity,
-        policy_name=policy["metadata"]["name"] if policy is not None else None,
+        policy_name=policy_name,
     )
+
+
+def _recorded(view: Snapshot, namespace: str, name: str, gang_key: str) -> Record | None:
+    """The gang's decision record in the view, parsed once per version of the record."""
+    obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
+    record = view.derived(obj, policies.parse_record) if obj is not None else None
+    return record if record is not None and record.gang == gang_key else None
 
 
 def _placed_members(gang: Gang, namespace: str, view: Snapshot) -> list[zones.Placed]:
@@ -290,11 +296,10 @@ def _reservations(
     # Older records cannot reserve anything (checked again below): the view skips them unread.
     since = now - timedelta(seconds=settings.reservation_seconds + 1)
     for obj in view.records(decided_since=since):
-        data: Mapping[str, Any] = obj.get("data") or {}
-        key = str(data.get("gang") or "")
-        record = policies.read_record(obj, key)
-        if record is None or not record.zone or key == exclude:
+        record = view.derived(obj, policies.parse_record)
+        if record is None or not record.zone or record.gang == exclude:
             continue
+        key = record.gang
         try:
             decided = datetime.fromisoformat(record.decided_at)
         except ValueError:

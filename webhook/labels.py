@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 PREFIX = "podium.dev/"
@@ -28,6 +29,7 @@ MIRROR_POD = "kubernetes.io/config.mirror"
 _MAX_NAME = 253
 
 
+@functools.lru_cache(maxsize=4096)
 def object_name(kind: str, name: str, key: str) -> str:
     """Name of podium's record and policy for one gang: readable, unique per job instance.
 

@@ -35,6 +35,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._children: dict[tuple[Any, ...], Counter] = {}
         r = self.registry
         self.admissions = Counter(
             "podium_admissions",
@@ -87,7 +88,7 @@ class Metrics:
         """Count one admission from its audit record; never raises (metrics must not fail it)."""
         try:
             outcome = str(record.get("outcome") or "unknown")
-            self.admissions.labels(outcome=outcome, reason=str(record.get("reason") or "")).inc()
+            self._child(self.admissions, outcome, str(record.get("reason") or "")).inc()
             latency = record.get("latencyMs")
             if isinstance(latency, int | float):
                 self.duration.observe(latency / 1000)
@@ -95,13 +96,22 @@ class Metrics:
                 self.fail_open.inc()
             zone = record.get("zone")
             if zone:
-                self.zone_decisions.labels(zone=str(zone)).inc()
+                self._child(self.zone_decisions, str(zone)).inc()
             for effect in record.get("effects") or ():
                 kind = str(effect.get("kind") or "")
                 if effect.get("outcome") == "created" and kind in POLICY_KINDS:
-                    self.policies_created.labels(kind=kind).inc()
+                    self._child(self.policies_created, kind).inc()
         except Exception:  # a malformed record is a bug elsewhere; the admission still stands
             self.rejected.labels(reason="metrics-error").inc()
+
+    def _child(self, metric: Counter, *values: str) -> Counter:
+        """``metric.labels(*values)``, looked up once: it validates and locks on every call, and
+        this runs for every admission. The label values are few (outcomes, reasons, zones)."""
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def track_ready(self, ready: Callable[[], bool]) -> None:
         """``podium_cache_synced`` reads ``ready()`` at every scrape."""

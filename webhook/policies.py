@@ -72,11 +72,17 @@ class Record:
 
 def read_record(obj: Obj | None, gang_key: str) -> Record | None:
     """The decision in a record object, or None if it is absent, not podium's or another gang's."""
-    if obj is None:
-        return None
+    record = parse_record(obj) if obj is not None else None
+    return record if record is not None and record.gang == gang_key else None
+
+
+def parse_record(obj: Obj) -> Record | None:
+    """The decision in a record object, for whichever gang it names; None if it is not podium's.
+    A pure function of the object, so the view can keep its result (``Snapshot.derived``)."""
     data: Mapping[str, Any] = obj.get("data") or {}
     meta_labels = (obj.get("metadata") or {}).get("labels") or {}
-    if data.get("gang") != gang_key or meta_labels.get(labels.MANAGED_BY) != labels.MANAGER:
+    gang_key = data.get("gang")
+    if not isinstance(gang_key, str) or meta_labels.get(labels.MANAGED_BY) != labels.MANAGER:
         return None
     try:
         demand = {str(k): int(v) for k, v in json.loads(data.get("demand") or "{}").items()}

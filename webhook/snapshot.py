@@ -24,9 +24,9 @@ import bisect
 import dataclasses
 import sys
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
@@ -68,6 +68,7 @@ INDEXED_LABELS = frozenset(
 #: How many distinct scheduling constraints keep a cached set of candidate nodes.
 CANDIDATE_CACHE_SIZE = 16
 _EMPTY: Mapping[str, str] = {}
+_T = TypeVar("_T")
 
 
 def group_of(api_version: str) -> str:
@@ -360,6 +361,8 @@ class Snapshot:
         self._record_order: list[tuple[float, ObjectKey]] = []
         self._record_time: dict[ObjectKey, float] = {}
         self._candidates: OrderedDict[bytes, _Candidates] = OrderedDict()
+        #: id(object) → (the object, {function: its result}), for objects the view holds.
+        self._derived: dict[int, tuple[Obj, dict[Callable[[Obj], Any], Any]]] = {}
         #: ``resources.pod_requests``, parsed once per distinct shape and shared by its pods.
         self._requests = resources.ByShape(resources.pod_requests)
 
@@ -399,6 +402,7 @@ class Snapshot:
                 bisect.insort(self._record_order, (decided, key))
 
     def _forget(self, key: ObjectKey, obj: Obj) -> None:
+        self._derived.pop(id(obj), None)
         uid = (obj.get("metadata") or {}).get("uid")
         if uid and self._by_uid.get(str(uid)) == key:
             del self._by_uid[str(uid)]
@@ -549,6 +553,26 @@ class Snapshot:
             node = self._nodes.get(name)
             return node.as_object() if node is not None else None
         return self._objects.get((group, kind, namespace, name))
+
+    def derived(self, obj: Obj, compute: Callable[[Obj], _T]) -> _T:
+        """``compute(obj)``, kept while the view holds this very object (until a watch event
+        replaces or deletes it) so that what is derived from a job is not derived again at each
+        admission of its pods. For an object the view does not hold, computed every time.
+        ``compute`` must be a pure function of ``obj``; it is also the memo's key."""
+        memo = self._derived.get(id(obj))
+        if memo is not None and memo[0] is obj and compute in memo[1]:
+            value: _T = memo[1][compute]
+            return value
+        value = compute(obj)
+        try:
+            held = self._objects.get(key_of(obj)) is obj
+        except (AttributeError, TypeError):  # not shaped like an object: nothing to keep
+            held = False
+        if held:
+            if memo is None or memo[0] is not obj:
+                memo = self._derived[id(obj)] = (obj, {})
+            memo[1][compute] = value
+        return value
 
     def by_uid(self, uid: str) -> Obj | None:
         pod = self._pod_by_uid.get(uid)

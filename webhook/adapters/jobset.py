@@ -25,7 +25,7 @@ coordinatorEndpoint); kubeflow/trainer ``pkg/constants/constants.go`` (``node``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.adapters import base
@@ -69,7 +69,7 @@ class JobSetAdapter:
             coordinator = position == _coordinator_of(spec, trainjob=trainjob is not None)
         else:
             coordinator = _looks_like_coordinator(pod, owner.name, position)
-        demand, source = _demand(spec, pod, pod_labels)
+        demand, source = _demand(base.job_groups(view, jobset, _groups), pod, pod_labels)
         in_trainjob = trainjob is not None and base.verified(view, trainjob, namespace) is not None
         return base.Gang(
             framework="trainjob" if in_trainjob else "jobset",
@@ -128,20 +128,24 @@ def _looks_like_coordinator(pod: Obj, jobset_name: str, position: Position) -> b
     return rjob in COORDINATOR_NAMES and job_index == "0" and pod_index == "0"
 
 
-def _demand(
-    spec: Mapping[str, Any], pod: Obj, pod_labels: Mapping[str, str]
-) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
+def _groups(jobset: Obj) -> tuple[base.PodGroup | None, ...]:
     groups = []
-    for item in base.as_list(spec.get("replicatedJobs")):
+    for item in base.as_list(base.as_mapping(jobset.get("spec")).get("replicatedJobs")):
         rjob = base.as_mapping(item)
         job_spec = base.as_mapping(base.as_mapping(rjob.get("template")).get("spec"))
         replicas = base.parse_count(rjob.get("replicas"), 1)
         parallelism = base.parse_count(job_spec.get("parallelism"), 1)
         if replicas is not None and parallelism is not None:
-            group = base.template_group(job_spec.get("template"), replicas * parallelism)
-            groups += [group] if group is not None and group.count else []
-    if groups:
-        return tuple(groups), "job"
+            groups.append(base.template_group(job_spec.get("template"), replicas * parallelism))
+    return tuple(groups)
+
+
+def _demand(
+    groups: Sequence[base.PodGroup | None], pod: Obj, pod_labels: Mapping[str, str]
+) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
+    usable = tuple(g for g in groups if g is not None and g.count)
+    if usable:
+        return usable, "job"
     # global-replicas counts child Jobs, not pods (a Job may run several): where the env's world
     # size (Trainer v2 sets PET_NNODES) is larger, it is the better estimate.
     jobs = base.parse_count(pod_labels.get(GLOBAL_REPLICAS)) or 0

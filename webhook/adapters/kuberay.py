@@ -35,11 +35,7 @@ class KubeRayAdapter:
             return None
         owner = base.OwnerRef.from_reference(ref)
         cluster = base.verified(view, ref, namespace)
-        spec = base.as_mapping((cluster or {}).get("spec"))
-        head = base.as_mapping(spec.get("headGroupSpec"))
-        groups = [base.template_group(head.get("template"), 1) if head else None]
-        groups += [_workers(g) for g in base.as_list(spec.get("workerGroupSpecs"))]
-        demand, source = base.demand_or_fallback(groups, pod)
+        demand, source = base.demand_or_fallback(base.job_groups(view, cluster, _groups), pod)
         pod_labels = base.labels_of(pod)
         node_type = pod_labels.get(NODE_TYPE)
         return base.Gang(
@@ -53,6 +49,13 @@ class KubeRayAdapter:
             member_labels={CLUSTER: owner.name} if pod_labels.get(CLUSTER) == owner.name else {},
             job_annotations=base.annotations_of(cluster),
         )
+
+
+def _groups(cluster: Obj) -> tuple[base.PodGroup | None, ...]:
+    spec = base.as_mapping(cluster.get("spec"))
+    head = base.as_mapping(spec.get("headGroupSpec"))
+    head_group = base.template_group(head.get("template"), 1) if head else None
+    return (head_group, *(_workers(g) for g in base.as_list(spec.get("workerGroupSpecs"))))
 
 
 def _workers(group: Any) -> base.PodGroup | None:

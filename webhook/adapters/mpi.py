@@ -49,10 +49,7 @@ class MPIOperatorAdapter:
                 return None
             role = "launcher"
             owner, job = found
-        specs = base.as_mapping(base.as_mapping((job or {}).get("spec")).get("mpiReplicaSpecs"))
-        demand, source = base.demand_or_fallback(
-            [_group(specs.get(rtype), default) for rtype, default in DEFAULT_REPLICAS.items()], pod
-        )
+        demand, source = base.demand_or_fallback(base.job_groups(view, job, _groups), pod)
         pod_labels = base.labels_of(pod)
         return base.Gang(
             framework="mpijob",
@@ -93,6 +90,11 @@ def _launcher_owner(
     if not base.is_label_value(base.uid_of(mpijob)):
         return None
     return base.OwnerRef.from_object(mpijob), mpijob
+
+
+def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
+    specs = base.as_mapping(base.as_mapping(job.get("spec")).get("mpiReplicaSpecs"))
+    return tuple(_group(specs.get(rtype), default) for rtype, default in DEFAULT_REPLICAS.items())
 
 
 def _group(spec: object, default_replicas: int) -> base.PodGroup | None:

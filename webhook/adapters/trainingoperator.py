@@ -44,14 +44,7 @@ class TrainingOperatorAdapter:
         field, coordinator_types = KINDS[kind]
         specs = base.as_mapping(base.as_mapping(base.as_mapping(job).get("spec")).get(field))
         role = str(labels.get(REPLICA_TYPE) or "").lower()
-        demand, source = base.demand_or_fallback(
-            [
-                base.template_group(spec.get("template"), spec.get("replicas"))
-                for spec in specs.values()
-                if isinstance(spec, Mapping)
-            ],
-            pod,
-        )
+        demand, source = base.demand_or_fallback(base.job_groups(view, job, _groups), pod)
         return base.Gang(
             framework=kind.lower(),
             owner=owner,
@@ -63,6 +56,16 @@ class TrainingOperatorAdapter:
             member_labels={JOB_NAME: owner.name} if labels.get(JOB_NAME) == owner.name else {},
             job_annotations=base.annotations_of(job),
         )
+
+
+def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
+    field = KINDS.get(str(job.get("kind")), ("",))[0]
+    specs = base.as_mapping(base.as_mapping(job.get("spec")).get(field))
+    return tuple(
+        base.template_group(spec.get("template"), spec.get("replicas"))
+        for spec in specs.values()
+        if isinstance(spec, Mapping)
+    )
 
 
 def _is_coordinator(

@@ -50,7 +50,7 @@ class VolcanoAdapter:
             coordinator_task = _coordinator_task(tasks)
         else:
             coordinator_task = task if task in COORDINATOR_TASKS else None
-        demand, source = base.demand_or_fallback([_group(t) for t in tasks], pod)
+        demand, source = base.demand_or_fallback(base.job_groups(view, job, _groups), pod)
         return base.Gang(
             framework="volcanojob",
             owner=owner,
@@ -76,6 +76,11 @@ def _coordinator_task(tasks: Sequence[Mapping[str, Any]]) -> str | None:
     names = [name for t in tasks if isinstance(name := t.get("name"), str)]
     preferred = [n for n in COORDINATOR_TASKS if n in names]
     return next(iter(preferred or names), None)
+
+
+def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
+    tasks = base.as_list(base.as_mapping(job.get("spec")).get("tasks"))
+    return tuple(_group(base.as_mapping(t)) for t in tasks)
 
 
 def _group(task: Mapping[str, Any]) -> base.PodGroup | None:
