@@ -10,7 +10,7 @@ import pytest
 
 from tests.builders import PodBuilder, namespace, node
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook import engine, labels, policies, reviews
+from webhook import engine, labels, records, reviews
 from webhook.settings import NoFit, Placement, PolicyMode, Settings
 from webhook.snapshot import Snapshot
 
@@ -443,8 +443,8 @@ def test_host_network_pods_get_a_warning(now: datetime) -> None:
 def test_record_carries_the_decision(now: datetime) -> None:
     pj = pytorchjob()
     decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
-    record = policies.read_record(decision.record, pj["metadata"]["uid"])
-    assert record == policies.Record(
+    record = records.read_record(decision.record, pj["metadata"]["uid"])
+    assert record == records.Record(
         zone="zone-c",
         reason="best-fit",
         gang=pj["metadata"]["uid"],

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from tests.schemas import cilium_policy_errors, kubernetes_errors
-from webhook import engine, labels, policies, reviews
+from webhook import engine, labels, policies, records, reviews
 from webhook.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.settings import PolicyMode, Settings
 from webhook.snapshot import Snapshot
@@ -135,6 +135,6 @@ def test_any_gang_gives_a_valid_policy_and_record(kind: str, name: str, key: str
         gang=g, namespace=NS, zone="z", reason="best-fit", detail="d", decided_at="t"
     )
     assert kubernetes_errors(record) == []
-    assert policies.read_record(record, key) is not None
+    assert records.read_record(record, key) is not None
     k8s = policies.build_policy(gang=g, namespace=NS, mode=PolicyMode.KUBERNETES)
     assert k8s is not None and kubernetes_errors(k8s) == []

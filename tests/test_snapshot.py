@@ -277,16 +277,102 @@ def _record(name: str, decided: str) -> dict[str, Any]:
     return obj
 
 
-def test_records_decided_since_skips_older_ones_in_order() -> None:
+def _gang_record(gang: str, zone: str, gpus: int, decided: datetime) -> dict[str, Any]:
+    obj = _record(f"rec-{gang}", decided.isoformat())
+    obj["data"].update(gang=gang, zone=zone, demand=f'{{"{GPU}": {gpus}, "pods": {gpus}}}')
+    return obj
+
+
+def _brute_reserved(
+    held: dict[str, tuple[str, int, float]],
+    bound: dict[str, tuple[str, int]],
+    since: float,
+    exclude: str,
+) -> dict[str, dict[str, int]]:
+    """What ``reserved`` must say, from scratch: per zone, each recent record's demand minus
+    what its gang's bound pods use, never below zero, per resource."""
+    out: dict[str, dict[str, int]] = {}
+    for gang, (zone, gpus, decided) in held.items():
+        if decided < since or gang == exclude:
+            continue
+        used = {GPU: 0, "pods": 0}
+        for pod_gang, pod_gpus in bound.values():
+            if pod_gang == gang:
+                used = {GPU: used[GPU] + pod_gpus, "pods": used["pods"] + 1}
+        share = {GPU: max(0, gpus - used[GPU]), "pods": max(0, gpus - used["pods"])}
+        zone_total = out.setdefault(zone, {})
+        for name, amount in share.items():
+            zone_total[name] = zone_total.get(name, 0) + amount
+    return _nonzero(out)
+
+
+def _nonzero(per_zone: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    cleaned = {z: {k: v for k, v in r.items() if v} for z, r in per_zone.items()}
+    return {z: r for z, r in cleaned.items() if r}
+
+
+GANGS = ("g1", "g2", "g3")
+steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("record"),
+            st.sampled_from(GANGS),
+            st.sampled_from(["zone-a", "zone-b"]),
+            st.integers(1, 6),
+            st.integers(0, 100),
+        ),
+        st.tuples(st.just("forget"), st.sampled_from(GANGS)),
+        st.tuples(
+            st.just("bind"),
+            st.sampled_from(["p1", "p2", "p3", "p4"]),
+            st.sampled_from(GANGS),
+            st.integers(1, 3),
+        ),
+        st.tuples(st.just("unbind"), st.sampled_from(["p1", "p2", "p3", "p4"])),
+        st.tuples(st.just("query"), st.integers(-10, 110), st.sampled_from(["", *GANGS])),
+    ),
+    max_size=40,
+)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(steps)
+def test_reserved_is_the_running_sum_a_scan_would_compute(plan: list[tuple[Any, ...]]) -> None:
+    epoch = datetime(2030, 1, 1, tzinfo=UTC)
+    snap = view(node("n1", "zone-a", gpus=64), node("n2", "zone-b", gpus=64))
+    held: dict[str, tuple[str, int, float]] = {}
+    bound: dict[str, tuple[str, int]] = {}
+    for step in [*plan, ("query", -10, ""), ("query", 110, "g1")]:
+        if step[0] == "record":
+            _, gang, zone, gpus, offset = step
+            decided = epoch + timedelta(seconds=offset)
+            snap.apply("MODIFIED", _gang_record(gang, zone, gpus, decided))
+            held[gang] = (zone, gpus, decided.timestamp())
+        elif step[0] == "forget" and step[1] in held:
+            zone, gpus, decided_ts = held.pop(step[1])
+            decided = datetime.fromtimestamp(decided_ts, UTC)
+            snap.apply("DELETED", _gang_record(step[1], zone, gpus, decided))
+        elif step[0] == "bind":
+            _, name, gang, gpus = step
+            snap.apply("MODIFIED", gpu_pod(name, "n1", gpus, **{labels.JOB: gang}))
+            bound[name] = (gang, gpus)
+        elif step[0] == "unbind" and step[1] in bound:
+            snap.apply("DELETED", gpu_pod(step[1], None))
+            del bound[step[1]]
+        elif step[0] == "query":
+            _, offset, exclude = step
+            since = epoch + timedelta(seconds=offset)
+            got = snap.reserved(since=since, exclude=exclude)
+            assert _nonzero(got) == _brute_reserved(held, bound, since.timestamp(), exclude)
+
+
+def test_reserved_skips_records_without_a_zone_or_a_readable_time() -> None:
     now = datetime(2030, 1, 1, tzinfo=UTC)
-    stamps = {f"r{i}": (now - timedelta(minutes=i)).isoformat() for i in range(6)}
-    snap = view(*(_record(n, t) for n, t in stamps.items()), _record("bad", "yesterday"))
-    assert len(list(snap.records())) == 7
-    recent = [r["metadata"]["name"] for r in snap.records(decided_since=now - timedelta(minutes=2))]
-    assert recent == ["r2", "r1", "r0"]
-    snap.apply("DELETED", _record("r1", stamps["r1"]))
-    recent = [r["metadata"]["name"] for r in snap.records(decided_since=now - timedelta(minutes=2))]
-    assert recent == ["r2", "r0"]
+    no_zone = _gang_record("g1", "", 4, now)
+    bad_time = _gang_record("g2", "zone-a", 4, now)
+    bad_time["data"]["decidedAt"] = "yesterday"
+    snap = view(no_zone, bad_time, _gang_record("g3", "zone-b", 2, now))
+    assert snap.reserved(since=now - timedelta(minutes=1)) == {"zone-b": {GPU: 2, "pods": 2}}
 
 
 # -- the candidate-zone cache, against a scan ---------------------------------------------------

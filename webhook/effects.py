@@ -17,9 +17,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeVar
 
-from webhook import policies
+import orjson
+
+from webhook import records
 from webhook.engine import Decision
-from webhook.policies import Manifest, Record
+from webhook.policies import Manifest
+from webhook.records import Record
 from webhook.snapshot import Obj, key_of
 
 T = TypeVar("T")
@@ -73,13 +76,13 @@ class InMemoryApi:
         key = key_of(manifest)
         if key in self.objects:
             raise AlreadyExists(f"{manifest['kind']} {key[3]!r} already exists", status=409)
-        stored = copy.deepcopy(manifest)
+        stored = _copy(manifest)
         stored["metadata"]["uid"] = str(uuid.uuid4())
         stored["metadata"]["creationTimestamp"] = datetime.now(UTC).isoformat(timespec="seconds")
         self.objects[key] = stored
         for listener in self.listeners:
             listener(stored)
-        return copy.deepcopy(stored)
+        return _copy(stored)
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj:
         self.calls.append(("get", kind, name))
@@ -89,7 +92,17 @@ class InMemoryApi:
         key = (api_version.split("/", 1)[0] if "/" in api_version else "", kind, namespace, name)
         if key not in self.objects:
             raise NotFound(f"{kind} {name!r} not found", status=404)
-        return copy.deepcopy(self.objects[key])
+        return _copy(self.objects[key])
+
+
+def _copy(obj: Obj) -> dict[str, Any]:
+    """A deep copy, as a round trip through the apiserver makes one: through JSON (orjson, ten
+    times faster than ``copy.deepcopy``), or ``deepcopy`` for what orjson refuses."""
+    try:
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(obj))
+    except TypeError:
+        return copy.deepcopy(dict(obj))
+    return copied
 
 
 #: ``followed``: the record existed with another zone than this admission chose; the admission
@@ -133,7 +146,7 @@ async def ensure(decision: Decision, api: Api) -> Applied:
             existing = await api.get(
                 record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
             )
-            followed = policies.read_record(existing, decision.gang.key)
+            followed = records.read_record(existing, decision.gang.key)
             if followed is not None and followed.zone != decision.zone:
                 results.append(EffectResult(record["kind"], meta["name"], "followed"))
                 return Applied(tuple(results), followed=followed)

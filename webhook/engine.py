@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from webhook import adapters, labels, mutation, policies, resources, zones
+from webhook import adapters, labels, mutation, policies, records, zones
 from webhook.adapters.base import Gang
-from webhook.policies import Manifest, Record
+from webhook.policies import Manifest
+from webhook.records import Record
 from webhook.reviews import Request
 from webhook.settings import Settings
 from webhook.snapshot import Obj, Snapshot
@@ -195,7 +196,9 @@ def _pin(
         placed=() if recorded_zone else _placed_members(gang, namespace, view),
         view=view,
         settings=settings,
-        reserved=lambda: _reservations(view, settings, now=now, exclude=gang.key),
+        reserved=lambda: view.reserved(
+            since=now - timedelta(seconds=settings.reservation_seconds), exclude=gang.key
+        ),
     )
     # The policy shares the record's name; it is built only when the view does not hold it yet.
     policy_kind = policies.policy_kind(settings.policy_mode)
@@ -253,7 +256,7 @@ def _pin(
 def _recorded(view: Snapshot, namespace: str, name: str, gang_key: str) -> Record | None:
     """The gang's decision record in the view, parsed once per version of the record."""
     obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
-    record = view.derived(obj, policies.parse_record) if obj is not None else None
+    record = view.derived(obj, records.parse_record) if obj is not None else None
     return record if record is not None and record.gang == gang_key else None
 
 
@@ -286,32 +289,3 @@ def _placed_members(gang: Gang, namespace: str, view: Snapshot) -> list[zones.Pl
         if node is not None and node.zone:
             placed.append(zones.Placed(node.zone, member.coordinator))
     return placed
-
-
-def _reservations(
-    view: Snapshot, settings: Settings, *, now: datetime, exclude: str
-) -> dict[str, resources.Resources]:
-    """Per zone, the demand of recently decided gangs that is not bound to nodes yet."""
-    reserved: dict[str, resources.Resources] = {}
-    # Older records cannot reserve anything (checked again below): the view skips them unread.
-    since = now - timedelta(seconds=settings.reservation_seconds + 1)
-    for obj in view.records(decided_since=since):
-        record = view.derived(obj, policies.parse_record)
-        if record is None or not record.zone or record.gang == exclude:
-            continue
-        key = record.gang
-        try:
-            decided = datetime.fromisoformat(record.decided_at)
-        except ValueError:
-            continue
-        if decided.tzinfo is None:
-            decided = decided.replace(tzinfo=UTC)
-        if (now - decided).total_seconds() > settings.reservation_seconds:
-            continue
-        pending = {
-            k: v
-            for k, v in resources.add(record.demand, view.gang_usage(key), sign=-1).items()
-            if v > 0
-        }
-        reserved[record.zone] = resources.add(reserved.get(record.zone, {}), pending)
-    return reserved

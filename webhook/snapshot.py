@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import sys
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,7 +31,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
-from webhook import labels, resources, selectors
+from webhook import labels, records, resources, selectors
 
 Obj = Mapping[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -360,6 +361,14 @@ class Snapshot:
         self._records: dict[ObjectKey, Obj] = {}
         self._record_order: list[tuple[float, ObjectKey]] = []
         self._record_time: dict[ObjectKey, float] = {}
+        #: Reservations (``reserved``): records with a zone and a decision time, by key and by
+        #: gang; the share of each one decided since ``_window`` that is not bound yet; their sum
+        #: per zone.
+        self._reservable: dict[ObjectKey, records.Record] = {}
+        self._gang_records: dict[str, set[ObjectKey]] = {}
+        self._window = -math.inf
+        self._shares: dict[ObjectKey, tuple[str, resources.Resources]] = {}
+        self._reserved: dict[str, resources.Resources] = {}
         self._candidates: OrderedDict[bytes, _Candidates] = OrderedDict()
         #: id(object) → (the object, {function: its result}), for objects the view holds.
         self._derived: dict[int, tuple[Obj, dict[Callable[[Obj], Any], Any]]] = {}
@@ -400,6 +409,12 @@ class Snapshot:
             if decided is not None:
                 self._record_time[key] = decided
                 bisect.insort(self._record_order, (decided, key))
+                record = self.derived(obj, records.parse_record)
+                if record is not None and record.zone:
+                    self._reservable[key] = record
+                    self._gang_records.setdefault(record.gang, set()).add(key)
+                    if decided >= self._window:
+                        self._add_share(key)
 
     def _forget(self, key: ObjectKey, obj: Obj) -> None:
         self._derived.pop(id(obj), None)
@@ -407,6 +422,13 @@ class Snapshot:
         if uid and self._by_uid.get(str(uid)) == key:
             del self._by_uid[str(uid)]
         if self._records.pop(key, None) is not None:
+            self._drop_share(key)
+            record = self._reservable.pop(key, None)
+            if record is not None:
+                keys = self._gang_records[record.gang]
+                keys.discard(key)
+                if not keys:
+                    del self._gang_records[record.gang]
             decided = self._record_time.pop(key, None)
             if decided is not None:
                 at = bisect.bisect_left(self._record_order, (decided, key))
@@ -457,6 +479,7 @@ class Snapshot:
             gang = pod.labels.get(labels.JOB)
             if gang:
                 self._gang_used[gang] = resources.add(self._gang_used[gang], pod.requests)
+                self._reshare(gang)
 
     def _unindex_pod(self, pod: PodRecord) -> None:
         if pod.uid and self._pod_by_uid.get(pod.uid) is pod:
@@ -479,6 +502,36 @@ class Snapshot:
                     self._gang_used[gang] = left
                 else:
                     del self._gang_used[gang]
+                self._reshare(gang)
+
+    # -- reservations: per zone, what recently decided gangs need beyond their bound pods
+
+    def _add_share(self, key: ObjectKey) -> None:
+        record = self._reservable[key]
+        assert record.zone is not None
+        unbound = resources.add(record.demand, self._gang_used.get(record.gang, {}), sign=-1)
+        share = {name: amount for name, amount in unbound.items() if amount > 0}
+        self._shares[key] = (record.zone, share)
+        self._reserved[record.zone] = resources.add(self._reserved.get(record.zone, {}), share)
+
+    def _drop_share(self, key: ObjectKey) -> None:
+        held = self._shares.pop(key, None)
+        if held is None:
+            return
+        zone, share = held
+        left = resources.add(self._reserved.get(zone, {}), share, sign=-1)
+        left = {name: amount for name, amount in left.items() if amount}
+        if left:
+            self._reserved[zone] = left
+        else:
+            self._reserved.pop(zone, None)
+
+    def _reshare(self, gang: str) -> None:
+        """The gang's bound usage changed: its records' shares change with it."""
+        for key in self._gang_records.get(gang, ()):
+            if key in self._shares:
+                self._drop_share(key)
+                self._add_share(key)
 
     def _use(self, node: str, requests: resources.Resources, sign: int) -> None:
         self._used[node] = resources.add(self._used[node], requests, sign=sign)
@@ -666,16 +719,35 @@ class Snapshot:
             self._candidate(candidates, node)
         return candidates
 
-    def records(self, *, decided_since: datetime | None = None) -> Iterator[Obj]:
-        """podium's decision records in every namespace; with ``decided_since``, only those
-        decided at or after it (a record whose ``decidedAt`` does not parse is left out)."""
-        if decided_since is None:
-            yield from self._records.values()
-            return
-        since = decided_since.timestamp()
-        at = bisect.bisect_left(self._record_order, (since,))
-        for _, key in self._record_order[at:]:
-            yield self._records[key]
+    def reserved(self, *, since: datetime, exclude: str = "") -> dict[str, resources.Resources]:
+        """Per zone, what the gangs decided at or after ``since`` (but ``exclude``) need beyond
+        their bound, running pods (``gang_usage``), so that a burst of new jobs does not all pick
+        the same free space.
+
+        A running sum that every record, every change of a gang's bound pods and every move of
+        the window updates by one share: a query costs the same however many gangs were decided
+        recently. The window moves forward with ``since``; a query for an earlier ``since`` (a
+        clock set back) rebuilds it from the records decided since then."""
+        start = since.timestamp()
+        if start < self._window:
+            self._shares.clear()
+            self._reserved.clear()
+            at = bisect.bisect_left(self._record_order, (start,))
+            for _, key in self._record_order[at:]:
+                if key in self._reservable:
+                    self._add_share(key)
+        elif start > self._window:
+            low = bisect.bisect_left(self._record_order, (self._window,))
+            high = bisect.bisect_left(self._record_order, (start,))
+            for _, key in self._record_order[low:high]:
+                self._drop_share(key)
+        self._window = start
+        out = dict(self._reserved)
+        for key in self._gang_records.get(exclude, ()):
+            if key in self._shares:
+                zone, share = self._shares[key]
+                out[zone] = resources.add(out[zone], share, sign=-1)
+        return out
 
     def gang_usage(self, gang_key: str) -> resources.Resources:
         """What the bound, running pods carrying podium's label for this gang request."""
