@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -44,6 +44,12 @@ class Request:
         return self.kind.get("group", "") == "" and self.kind.get("kind") == "Pod"
 
 
+def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, with parsed JSON's plain dicts checked first (an ABC
+    instance check costs ten times a type comparison, and a review makes dozens)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _str(value: Any, what: str, *, required: bool = False) -> str:
     if value is None and not required:
         return ""
@@ -59,7 +65,7 @@ def _str(value: Any, what: str, *, required: bool = False) -> str:
 def _map(value: Any, what: str) -> Mapping[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not _is_map(value):
         raise ReviewError(f"request.{what} must be an object")
     return value
 
@@ -73,7 +79,7 @@ def parse(body: bytes) -> Request:
 
 
 def from_document(doc: Any) -> Request:
-    if not isinstance(doc, Mapping):
+    if not _is_map(doc):
         raise ReviewError("body must be a JSON object")
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
         raise ReviewError(
@@ -81,18 +87,18 @@ def from_document(doc: Any) -> Request:
             f"{doc.get('apiVersion')!r} {doc.get('kind')!r}"
         )
     req = doc.get("request")
-    if not isinstance(req, Mapping):
+    if not _is_map(req):
         raise ReviewError("the review has no request object")
     operation = _str(req.get("operation"), "operation", required=True)
     if operation not in OPERATIONS:
         raise ReviewError(f"request.operation {operation!r} is not one of {sorted(OPERATIONS)}")
     obj = req.get("object")
-    if obj is not None and not isinstance(obj, Mapping):
+    if obj is not None and not _is_map(obj):
         raise ReviewError("request.object must be an object or null")
     if obj is not None:
         _check_object(obj)
     old = req.get("oldObject")
-    if old is not None and not isinstance(old, Mapping):
+    if old is not None and not _is_map(old):
         raise ReviewError("request.oldObject must be an object or null")
     dry_run = req.get("dryRun", False)
     if dry_run is None:
@@ -118,18 +124,18 @@ def _check_object(obj: Mapping[str, Any]) -> None:
     """The shapes every later step relies on. The apiserver always sends them right; a hand-made
     review that does not gets a 400 that names the field, rather than a fail-open."""
     meta = obj.get("metadata", {})
-    if not isinstance(meta, Mapping):
+    if not _is_map(meta):
         raise ReviewError("request.object.metadata must be an object")
     for field in ("labels", "annotations"):
         values = meta.get(field) or {}
-        if not isinstance(values, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+        if not _is_map(values) or not all(
+            type(k) is str and type(v) is str for k, v in values.items()
         ):
             raise ReviewError(f"request.object.metadata.{field} must map strings to strings")
     refs = meta.get("ownerReferences") or []
-    if not isinstance(refs, list) or not all(isinstance(r, Mapping) for r in refs):
+    if not isinstance(refs, list) or not all(_is_map(r) for r in refs):
         raise ReviewError("request.object.metadata.ownerReferences must be a list of objects")
-    if not isinstance(obj.get("spec", {}), Mapping):
+    if not _is_map(obj.get("spec", {})):
         raise ReviewError("request.object.spec must be an object")
 
 

@@ -77,7 +77,11 @@ class Gang:
 
     @property
     def total(self) -> resources.Resources:
-        return resources.sum_resources(resources.scale(g.requests, g.count) for g in self.demand)
+        total: resources.Resources = {}
+        for group in self.demand:
+            for name, amount in group.requests.items():
+                total[name] = total.get(name, 0) + amount * group.count
+        return total
 
     @property
     def display(self) -> str:
