@@ -13,6 +13,8 @@ P99_MS_AT_4 = 2.0
 KOPF_RATIO = 2.0
 SCALE_RATIO = 1.2
 MEMORY_MIB = 200
+#: Keep-alive connections of the load phases.
+CONCURRENCY = (1, 4, 16)
 
 
 def _ms(us: float) -> str:
@@ -83,11 +85,20 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Each load target is checked at every concurrency and met only if it holds at all of them."""
     load, sized = results["load"], results["scale"]
-    best = max((f"later-c{c}" for c in (1, 4, 16)), key=lambda k: load["podium"][k]["rps"])
-    ratio = load["podium"][best]["rps"] / load["limit"][best]["rps"]
+    cells = [f"later-c{c}" for c in CONCURRENCY]
+
+    def ratios(peer: str) -> list[float]:
+        return [load["podium"][k]["rps"] / load[peer][k]["rps"] for k in cells]
+
+    def each(values: list[float]) -> str:
+        joined = " / ".join(f"{v:.2f}×" for v in values)
+        return f"{joined} at {' / '.join(str(c) for c in CONCURRENCY)} conns"
+
+    limit, kopf = ratios("limit"), ratios("kopf")
     p99 = load["podium"]["later-c4"]["p99_us"] / 1000
-    kopf = load["podium"][best]["rps"] / load["kopf"][best]["rps"]
+    limit_p99 = load["limit"]["later-c4"]["p99_us"] / 1000
     small, big = sized[0], sized[-1]
     later = big["later_us"] / small["later_us"]
     first = big["first_us"] / small["first_us"]
@@ -95,11 +106,15 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     return [
         (
             f"steady throughput ≥ {LIMIT_RATIO}× the bare-ASGI limit",
-            f"{ratio:.2f}× ({best})",
-            ratio >= LIMIT_RATIO,
+            each(limit),
+            min(limit) >= LIMIT_RATIO,
         ),
-        (f"p99 ≤ {P99_MS_AT_4:g} ms at 4 connections", f"{p99:.2f} ms", p99 <= P99_MS_AT_4),
-        (f"≥ {KOPF_RATIO:g}× kopf's throughput", f"{kopf:.2f}× ({best})", kopf >= KOPF_RATIO),
+        (
+            f"p99 ≤ {P99_MS_AT_4:g} ms at 4 connections",
+            f"{p99:.2f} ms (the limit's own: {limit_p99:.2f} ms)",
+            p99 <= P99_MS_AT_4,
+        ),
+        (f"≥ {KOPF_RATIO:g}× kopf's throughput", each(kopf), min(kopf) >= KOPF_RATIO),
         (
             f"view ≤ {MEMORY_MIB} MiB at {big['nodes']:,} nodes",
             f"{memory:.0f} MiB",

@@ -32,7 +32,7 @@ from webhook import certs
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "load.lua"
 SERVER_CORE, LOAD_CORE = 0, 1
-CONCURRENCY = (1, 4, 16)
+CONCURRENCY = report.CONCURRENCY
 BURST = 1000
 
 

@@ -699,3 +699,12 @@ def test_mutate_answers_only_post(client: Client) -> None:
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert "POST" in response.json()["error"]
+
+
+def test_forwarded_headers_are_not_trusted() -> None:
+    """The apiserver calls podium directly: an X-Forwarded-For from anyone must not become the
+    caller podium logs (uvicorn trusts it from 127.0.0.1 unless told not to)."""
+    config = server.server_config(
+        make_world().app, host="127.0.0.1", port=0, ssl_context=None, log_config=None
+    )
+    assert config.proxy_headers is False

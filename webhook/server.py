@@ -276,7 +276,9 @@ def server_config(
 ) -> uvicorn.Config:
     """uvicorn settings for the webhook: uvloop and httptools when installed ("auto"), TLS from
     our own context (so the reloader can swap its pair), no access log, long keep-alive (the
-    apiserver reuses connections; closing them first invites a race on a request in flight)."""
+    apiserver reuses connections; closing them first invites a race on a request in flight), and
+    no X-Forwarded-* rewriting: the apiserver calls podium directly, and a forwarded header
+    from anyone else must not change what podium logs as the caller."""
     options: dict[str, Any] = {}
     if ssl_context is not None:
         options["ssl_context_factory"] = lambda _config, _default: ssl_context
@@ -290,6 +292,7 @@ def server_config(
         log_config=log_config,
         access_log=False,
         server_header=False,
+        proxy_headers=False,
         timeout_keep_alive=120,
         timeout_graceful_shutdown=10,
         **options,

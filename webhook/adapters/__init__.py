@@ -26,7 +26,7 @@ ADAPTERS: Sequence[Adapter] = (
 
 
 def recognise(pod: Obj, namespace: str, view: Snapshot) -> Gang | None:
-    if not isinstance(pod, Mapping):
+    if not (type(pod) is dict or isinstance(pod, Mapping)):
         return None
     for adapter in ADAPTERS:
         gang = adapter.recognise(pod, namespace, view)

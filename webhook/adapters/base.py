@@ -176,7 +176,7 @@ def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, A
         (
             r
             for r in as_list(metadata_of(obj).get("ownerReferences"))
-            if isinstance(r, Mapping) and r.get("controller") is True
+            if (type(r) is dict or isinstance(r, Mapping)) and r.get("controller") is True
         ),
         None,
     )
