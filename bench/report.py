@@ -23,8 +23,9 @@ def _ms(us: float) -> str:
 
 def _row(name: str, stats: dict[str, Any], limit: dict[str, Any] | None) -> str:
     ratio = f"{stats['rps'] / limit['rps']:.2f}×" if limit else ""
+    cpu = f"{stats['cpu_us']:.0f}" if "cpu_us" in stats else ""
     return (
-        f"| {name} | {stats['connections']} | {stats['rps']:,.0f} | {ratio} | "
+        f"| {name} | {stats['connections']} | {stats['rps']:,.0f} | {ratio} | {cpu} | "
         f"{_ms(stats['p50_us'])} | {_ms(stats['p99_us'])} | {_ms(stats['max_us'])} | "
         f"{stats['requests']:,} | {stats['errors'] + stats['non_200']} |"
     )
@@ -40,14 +41,26 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "### Load: steady state (later pods of recorded jobs), TLS keep-alive",
         "",
-        "| server | conns | req/s | vs limit | p50 ms | p99 ms | max ms | requests | errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server | conns | req/s | vs limit | CPU µs/req | p50 ms | p99 ms | max ms | requests "
+        "| errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in (1, 4, 16):
+    for c in CONCURRENCY:
         key = f"later-c{c}"
         lines.append(_row("limit (bare ASGI)", limit[key], None))
         lines.append(_row("podium", podium[key], limit[key]))
         lines.append(_row("kopf", kopf[key], limit[key]))
+    top = f"later-c{CONCURRENCY[-1]}"
+    if all("cpu_us" in runs[top] for runs in (limit, podium, kopf)):
+        cpu = {name: runs[top]["cpu_us"] for name, runs in load.items()}
+        lines += [
+            "",
+            f"Server CPU per request at {CONCURRENCY[-1]} connections: "
+            f"limit {cpu['limit']:.0f} µs, podium {cpu['podium']:.0f} µs, "
+            f"kopf {cpu['kopf']:.0f} µs. On a core of its own, "
+            f"podium's throughput would be {cpu['limit'] / cpu['podium']:.2f}× the limit's and "
+            f"{cpu['kopf'] / cpu['podium']:.2f}× kopf's.",
+        ]
     lines += [
         "",
         "### Load: first pod of a new job each request (record + policy created), and a "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -87,10 +88,21 @@ def burst_bodies(directory: Path, tag: str) -> Path:
     return path
 
 
+@dataclasses.dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process has used so far (``/proc/PID/stat``)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def serving(
     kind: str, certs_dir: Path, *, nodes: int, profile: Path | None = None
-) -> Iterator[str]:
+) -> Iterator[Served]:
     port = _free_port()
     command = [
         sys.executable,
@@ -113,7 +125,7 @@ def serving(
     url = f"https://127.0.0.1:{port}/" + ("podium" if kind == "kopf" else "mutate")
     try:
         _wait_ready(port, proc, certs_dir / f"{kind}.log")
-        yield url
+        yield Served(url, proc.pid)
     finally:
         proc.terminate()
         try:
@@ -143,7 +155,7 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: fl
 
 
 def wrk(
-    url: str,
+    server: Served,
     bodies: Path,
     *,
     connections: int,
@@ -161,7 +173,7 @@ def wrk(
         "10s",
         "-s",
         str(LUA),
-        url,
+        server.url,
         "--",
         str(bodies),
         mode,
@@ -170,7 +182,9 @@ def wrk(
     ]
     if shutil.which("taskset"):
         command = ["taskset", "-c", str(LOAD_CORE), *command]
+    cpu_before = server.cpu_seconds()
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    cpu = server.cpu_seconds() - cpu_before
     line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith("{"))
     stats: dict[str, Any] = json.loads(line)
     stats["rps"] = stats["requests"] / (stats["duration_us"] / 1e6)
@@ -180,6 +194,9 @@ def wrk(
         stats["duration_us"] = stats["mean_us"] * stats["requests"] / connections
         stats["rps"] = stats["requests"] / (stats["duration_us"] / 1e6)
     stats["connections"] = connections
+    # CPU, unlike req/s, does not fall when another session takes the core for a while: the
+    # server's cost per request, whatever the machine's load (jiffies: 10 ms resolution).
+    stats["cpu_us"] = cpu / max(stats["requests"], 1) * 1e6
     stats["non_200"] = done.stderr.count("status ")
     return stats
 
@@ -194,14 +211,14 @@ def load_phases(
     kinds = ("limit", "podium", "kopf")
     results: dict[str, Any] = {kind: {} for kind in kinds}
     with contextlib.ExitStack() as stack:
-        urls = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
+        servers = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
         for kind in kinds:
-            wrk(urls[kind], bodies["later"], connections=4, seconds=1)  # warm up
+            wrk(servers[kind], bodies["later"], connections=4, seconds=1)  # warm up
         for round_ in range(rounds):
             for c in CONCURRENCY:
                 for kind in kinds:
                     print(f"[load] round {round_ + 1} {kind} later c={c}", flush=True)
-                    stats = wrk(urls[kind], bodies["later"], connections=c, seconds=seconds)
+                    stats = wrk(servers[kind], bodies["later"], connections=c, seconds=seconds)
                     best = results[kind].get(f"later-c{c}")
                     if best is None or stats["rps"] > best["rps"]:
                         results[kind][f"later-c{c}"] = stats
@@ -209,7 +226,7 @@ def load_phases(
             for c in CONCURRENCY:
                 print(f"[load] {kind} first pod c={c}", flush=True)
                 results[kind][f"first-c{c}"] = wrk(
-                    urls[kind],
+                    servers[kind],
                     bodies["fresh"],
                     connections=c,
                     seconds=seconds,
@@ -219,13 +236,13 @@ def load_phases(
             print(f"[load] {kind} 1,000-pod burst", flush=True)
             burst = burst_bodies(work, kind)
             results[kind]["burst-c16"] = wrk(
-                urls[kind], burst, connections=16, seconds=30, limit=BURST
+                servers[kind], burst, connections=16, seconds=30, limit=BURST
             )
     if profile is not None:
         print("[load] podium under pyinstrument", flush=True)
-        with serving("podium", work, nodes=nodes, profile=profile) as url:
-            wrk(url, bodies["later"], connections=4, seconds=seconds)
-            wrk(url, bodies["fresh"], connections=4, seconds=1, mode="fresh", prefix="prof")
+        with serving("podium", work, nodes=nodes, profile=profile) as served:
+            wrk(served, bodies["later"], connections=4, seconds=seconds)
+            wrk(served, bodies["fresh"], connections=4, seconds=1, mode="fresh", prefix="prof")
     return results
 
 
