@@ -50,6 +50,13 @@ def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
 
 
+def _strings(value: Mapping[str, Any]) -> Mapping[str, str]:
+    """``value`` with every value a string (as the apiserver sends it: then ``value`` itself)."""
+    if all(type(v) is str for v in value.values()):
+        return value
+    return {k: str(v) for k, v in value.items()}
+
+
 def _str(value: Any, what: str, *, required: bool = False) -> str:
     if value is None and not required:
         return ""
@@ -107,8 +114,8 @@ def from_document(doc: Any) -> Request:
         raise ReviewError("request.dryRun must be a boolean")
     return Request(
         uid=_str(req.get("uid"), "uid", required=True),
-        kind={k: str(v) for k, v in _map(req.get("kind"), "kind").items()},
-        resource={k: str(v) for k, v in _map(req.get("resource"), "resource").items()},
+        kind=_strings(_map(req.get("kind"), "kind")),
+        resource=_strings(_map(req.get("resource"), "resource")),
         sub_resource=_str(req.get("subResource"), "subResource"),
         namespace=_str(req.get("namespace"), "namespace"),
         name=_str(req.get("name"), "name"),

@@ -58,6 +58,7 @@ log = logging.getLogger("podium.server")
 MAX_BODY = 3 * 1024 * 1024
 JSON = "application/json"
 MUTATE_PATH = "/mutate"
+_JSON_HEADER = (b"content-type", JSON.encode())
 
 Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]
 
@@ -146,7 +147,7 @@ class Webhook:
         if scope["type"] != "http" or scope["path"] != MUTATE_PATH:
             await self.api(scope, receive, send)
             return
-        headers = [(b"content-type", JSON.encode())]
+        headers = [_JSON_HEADER]
         if scope["method"] == "POST":
             status, body = await self.mutate(scope, receive)
         else:

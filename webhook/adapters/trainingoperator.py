@@ -29,20 +29,22 @@ KINDS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "JAXJob": ("jaxReplicaSpecs", ()),
 }
 
+_KIND_NAMES = tuple(KINDS)
+
 
 class TrainingOperatorAdapter:
     name = "training-operator"
 
     def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
-        ref = base.controller(pod, GROUP, tuple(KINDS))
+        ref = base.controller(pod, GROUP, _KIND_NAMES)
         if ref is None or not str(ref.get("apiVersion", "")).endswith("/v1"):
             return None
         kind = str(ref["kind"])
         labels = base.labels_of(pod)
         owner = base.OwnerRef.from_reference(ref)
         job = base.verified(view, ref, namespace)  # None for a newer job reusing the name
-        field, coordinator_types = KINDS[kind]
-        specs = base.as_mapping(base.as_mapping(base.as_mapping(job).get("spec")).get(field))
+        _, coordinator_types = KINDS[kind]
+        present = view.derived(job, _replica_types) if job is not None else frozenset()
         role = str(labels.get(REPLICA_TYPE) or "").lower()
         demand, source = base.demand_or_fallback(base.job_groups(view, job, _groups), pod)
         return base.Gang(
@@ -50,7 +52,7 @@ class TrainingOperatorAdapter:
             owner=owner,
             key=owner.uid,
             role=role or "unknown",
-            coordinator=_is_coordinator(labels, role, coordinator_types, specs),
+            coordinator=_is_coordinator(labels, role, coordinator_types, present),
             demand=demand,
             demand_source=source,
             member_labels={JOB_NAME: owner.name} if labels.get(JOB_NAME) == owner.name else {},
@@ -58,9 +60,18 @@ class TrainingOperatorAdapter:
         )
 
 
-def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
+def _specs(job: Obj) -> Mapping[str, Any]:
     field = KINDS.get(str(job.get("kind")), ("",))[0]
-    specs = base.as_mapping(base.as_mapping(job.get("spec")).get(field))
+    return base.as_mapping(base.as_mapping(job.get("spec")).get(field))
+
+
+def _replica_types(job: Obj) -> frozenset[str]:
+    """The job's replica types, lowercased as the operator writes them into pod labels."""
+    return frozenset(str(t).lower() for t in _specs(job))
+
+
+def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
+    specs = _specs(job)
     return tuple(
         base.template_group(spec.get("template"), spec.get("replicas"))
         for spec in specs.values()
@@ -72,13 +83,12 @@ def _is_coordinator(
     labels: Mapping[str, str],
     role: str,
     coordinator_types: tuple[str, ...],
-    specs: Mapping[str, Any],
+    present: frozenset[str],
 ) -> bool:
     if labels.get(JOB_ROLE) == "master":
         return True
-    present = {str(t).lower() for t in specs}
     for rtype in coordinator_types:
-        if not specs or rtype in present:
+        if not present or rtype in present:
             return role == rtype
     # No coordinator replica type in this job: worker 0 coordinates (PyTorch/TF/JAX convention).
     return role == "worker" and labels.get(REPLICA_INDEX) == "0"
