@@ -92,6 +92,16 @@ def _without(doc: dict[str, Any], *paths: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def _assert_no_redundant_operation(patch: list[dict[str, Any]]) -> None:
+    """No operation writes at or below a path an earlier one already set whole."""
+    written: list[str] = []
+    for op in patch:
+        path = op["path"]
+        assert not any(path == w or path.startswith(w + "/") for w in written), patch
+        if op["op"] in ("add", "replace"):
+            written.append(path)
+
+
 @settings(max_examples=400)
 @given(pods, zones, annotations)
 def test_the_patch_applied_gives_the_pinned_pod(
@@ -101,6 +111,7 @@ def test_the_patch_applied_gives_the_pinned_pod(
     after, patch = _pin(pod, zone, notes)
     assert pod == before, "the pod before must not be changed"
     assert jsonpatch.apply_patch(pod, patch) == after
+    _assert_no_redundant_operation(patch)
     assert after["metadata"]["labels"][labels.JOB] == "uid-1"
     assert notes.items() <= after["metadata"]["annotations"].items()
     if zone is not None:
@@ -165,6 +176,15 @@ def test_keys_are_escaped_and_existing_members_replaced() -> None:
             },
         },
     ]
+
+
+def test_a_pod_without_metadata_or_spec_gets_one_add_for_each() -> None:
+    _, patch = _pin({}, "zone-a", {labels.ZONE: "zone-a"})
+    assert [(op["op"], op["path"]) for op in patch] == [("add", "/metadata"), ("add", "/spec")]
+    assert patch[0]["value"] == {
+        "labels": {labels.JOB: "uid-1"},
+        "annotations": {labels.ZONE: "zone-a"},
+    }
 
 
 def test_an_affinity_the_pod_brought_is_extended_not_replaced() -> None:

@@ -40,18 +40,18 @@ def pin(
     without it would let the pod escape the zone). ``pod`` itself is never mutated."""
     out: Pod = dict(pod)
     ops: list[Op] = []
-    meta = _child(out, "metadata", ops, "")
-    _merge(meta, "labels", {labels.JOB: gang_key}, ops, "/metadata")
-    _merge(meta, "annotations", annotations, ops, "/metadata")
+    meta, meta_ops = _child(out, "metadata", ops)
+    _merge(meta, "labels", {labels.JOB: gang_key}, meta_ops, "/metadata")
+    _merge(meta, "annotations", annotations, meta_ops, "/metadata")
     if zone is not None:
-        spec = _child(out, "spec", ops, "")
+        spec, spec_ops = _child(out, "spec", ops)
         before = spec.get("affinity")
         if not isinstance(before, dict) or not before:
             after = _require_zone({}, zone, zone_label)
-            _set(spec, "affinity", after, ops, "/spec")
+            _set(spec, "affinity", after, spec_ops, "/spec")
         elif (after := _require_zone(copy.deepcopy(before), zone, zone_label)) != before:
             spec["affinity"] = after
-            ops += [
+            spec_ops += [
                 {**op, "path": "/spec/affinity" + op["path"]}
                 for op in jsonpatch.make_patch(before, after).patch
             ]
@@ -77,15 +77,18 @@ def _set(parent: dict[str, Any], key: str, value: Any, ops: list[Op], path: str)
     parent[key] = value
 
 
-def _child(parent: dict[str, Any], key: str, ops: list[Op], path: str) -> dict[str, Any]:
-    """A copy of ``parent[key]`` put in its place, to change; an object is added if none is."""
+def _child(parent: dict[str, Any], key: str, ops: list[Op]) -> tuple[dict[str, Any], list[Op]]:
+    """A copy of the top-level object ``parent[key]`` put in its place, to change, and the list
+    its changes go to: ``ops``. If the pod has no such object, one ``add`` of a new object is
+    the whole change: the caller fills that very object in, and its finer operations go to a
+    list that is dropped."""
     value = parent.get(key)
     if isinstance(value, dict):
         parent[key] = dict(value)
-        return parent[key]  # type: ignore[no-any-return]
+        return parent[key], ops
     fresh: dict[str, Any] = {}
-    _set(parent, key, fresh, ops, path)
-    return fresh
+    _set(parent, key, fresh, ops, "")
+    return fresh, []
 
 
 def _merge(
