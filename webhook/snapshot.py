@@ -746,7 +746,7 @@ class Snapshot:
         for key in self._gang_records.get(exclude, ()):
             if key in self._shares:
                 zone, share = self._shares[key]
-                out[zone] = resources.add(out[zone], share, sign=-1)
+                out[zone] = resources.add(out.get(zone, {}), share, sign=-1)
         return out
 
     def gang_usage(self, gang_key: str) -> resources.Resources:
