@@ -7,7 +7,7 @@ capacity arithmetic is exact and cheap.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -50,10 +50,6 @@ def add(a: Mapping[str, int], b: Mapping[str, int], sign: int = 1) -> Resources:
     return out
 
 
-def scale(a: Mapping[str, int], factor: int) -> Resources:
-    return {name: amount * factor for name, amount in a.items()}
-
-
 def fits(need: Mapping[str, int], free: Mapping[str, int]) -> bool:
     return all(amount <= free.get(name, 0) for name, amount in need.items() if amount > 0)
 
@@ -92,13 +88,6 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
         total[name] = max(total.get(name, 0), amount)
     total = add(total, parse_resource_list(spec.get("overhead")))
     total[PODS] = 1
-    return total
-
-
-def sum_resources(items: Iterable[Mapping[str, int]]) -> Resources:
-    total: Resources = {}
-    for item in items:
-        total = add(total, item)
     return total
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 from webhook import resources, selectors
-from webhook.adapters.base import PodGroup
+from webhook.adapters.base import PodGroup, total_of
 from webhook.settings import NoFit, Placement, Settings
 from webhook.snapshot import Obj, Snapshot
 
@@ -131,7 +131,7 @@ def _by_capacity(
             "no Ready, schedulable node in any zone admits the pod",
             warnings=("podium found no zone for this pod; it is left unpinned",),
         )
-    total = resources.sum_resources(resources.scale(g.requests, g.count) for g in demand)
+    total = total_of(demand)
     primary = _primary(total, settings)
     capacity = []
     for zone in sorted(by_zone):

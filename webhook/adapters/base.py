@@ -57,6 +57,15 @@ class PodGroup:
     requests: resources.Resources
 
 
+def total_of(demand: Sequence[PodGroup]) -> resources.Resources:
+    """What all the groups' pods request together."""
+    total: resources.Resources = {}
+    for group in demand:
+        for name, amount in group.requests.items():
+            total[name] = total.get(name, 0) + amount * group.count
+    return total
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Gang:
     """One unit that must sit in one zone: a job, or one group of a group-wise job (LWS)."""
@@ -77,11 +86,7 @@ class Gang:
 
     @property
     def total(self) -> resources.Resources:
-        total: resources.Resources = {}
-        for group in self.demand:
-            for name, amount in group.requests.items():
-                total[name] = total.get(name, 0) + amount * group.count
-        return total
+        return total_of(self.demand)
 
     @property
     def display(self) -> str:
@@ -176,7 +181,7 @@ def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, A
         (
             r
             for r in as_list(metadata_of(obj).get("ownerReferences"))
-            if (type(r) is dict or isinstance(r, Mapping)) and r.get("controller") is True
+            if as_mapping(r).get("controller") is True
         ),
         None,
     )
