@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.builders import owner_ref
+
 from .cluster import ApiError, LocalCluster
 from .podium import Podium, opted_in_namespace
 
@@ -57,17 +59,6 @@ def listed(
         "items"
     ]
     return items
-
-
-def owner(obj: dict[str, Any], *, controller: bool = True) -> dict[str, Any]:
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
-    }
 
 
 def container(gpus: int) -> dict[str, Any]:
@@ -217,7 +208,13 @@ def pytorch_pods(job: dict[str, Any], *, workers: int, gpus: int = 8) -> list[di
         if rtype == "master":
             labels["training.kubeflow.org/job-role"] = "master"
         out.append(
-            pod(ns, name=f"{name}-{rtype}-{index}", labels=labels, owners=[owner(job)], gpus=gpus)
+            pod(
+                ns,
+                name=f"{name}-{rtype}-{index}",
+                labels=labels,
+                owners=[owner_ref(job)],
+                gpus=gpus,
+            )
         )
     return out
 
@@ -393,7 +390,7 @@ def test_mpijob_v2_launcher_created_last(local_cluster: LocalCluster, ns: str) -
             ns,
             name=f"hvd-worker-{i}",
             gpus=8,
-            owners=[owner(mpijob)],
+            owners=[owner_ref(mpijob)],
             labels={
                 **base,
                 "training.kubeflow.org/job-role": "worker",
@@ -411,7 +408,7 @@ def test_mpijob_v2_launcher_created_last(local_cluster: LocalCluster, ns: str) -
             "metadata": {
                 "name": "hvd-launcher",
                 "namespace": ns,
-                "ownerReferences": [owner(mpijob)],
+                "ownerReferences": [owner_ref(mpijob)],
             },
             "spec": {
                 "suspend": True,
@@ -426,7 +423,7 @@ def test_mpijob_v2_launcher_created_last(local_cluster: LocalCluster, ns: str) -
             ns,
             generate_name="hvd-launcher-",
             gpus=0,
-            owners=[owner(launcher_job)],
+            owners=[owner_ref(launcher_job)],
             labels={**base, "training.kubeflow.org/job-role": "launcher"},
         ),
     )
@@ -474,7 +471,7 @@ def test_jobset_shaped_trainjob(local_cluster: LocalCluster, ns: str) -> None:
                 "metadata": {
                     "name": f"tj-node-{i}",
                     "namespace": ns,
-                    "ownerReferences": [owner(jobset)],
+                    "ownerReferences": [owner_ref(jobset)],
                 },
                 "spec": {
                     "suspend": True,
@@ -495,7 +492,7 @@ def test_jobset_shaped_trainjob(local_cluster: LocalCluster, ns: str) -> None:
                 ns,
                 generate_name=f"tj-node-{i}-0-",
                 gpus=8,
-                owners=[owner(batch_job)],
+                owners=[owner_ref(batch_job)],
                 labels=labels,
                 annotations={"batch.kubernetes.io/job-completion-index": "0"},
             )

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from tests.builders import owner_ref
+
 from .cluster import ApiError, LocalCluster
 from .podium import Podium
 from .test_podium import (
     collection,
     create,
     create_concurrently,
-    owner,
     podium_objects,
     pytorch_pods,
     pytorchjob,
@@ -166,7 +167,7 @@ def test_an_orphan_is_marked_then_deleted_after_the_grace(
     meta = {
         "name": "podium-pytorchjob-never-ran-0000",
         "namespace": ns,
-        "ownerReferences": [owner(job, controller=False)],
+        "ownerReferences": [owner_ref(job, controller=False)],
     }
     record = create(
         local_cluster,
