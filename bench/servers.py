@@ -5,7 +5,8 @@ its own process pinned to one core (the load generator gets the other):
 * ``podium`` — ``server.create_app`` with an ``Admitter`` over a synthetic view
   (``workload.cluster``) and ``effects.InMemoryApi`` (objects it creates are fed back into the
   view, as the watch cache would), served by ``server.server_config`` over TLS: exactly what
-  ``podium serve`` runs, without a cluster. Audit lines go to /dev/null through ``StreamSink``.
+  ``podium serve`` runs, without a cluster. Audit lines go to /dev/null through ``StreamSink``
+  behind the same ``BackgroundSink`` writer thread.
 * ``limit`` — a bare ASGI app on the same uvicorn config (TLS, uvloop, httptools) that reads the
   body and answers a fixed AdmissionReview with a JSON Patch: what the stack alone costs.
 * ``kopf`` — the same mutation (zone node affinity, the job label, the annotations) as a kopf
@@ -54,7 +55,8 @@ def podium_app(nodes: int) -> Any:
         view=lambda: view,
         api=api,
         settings=settings,
-        sink=audit.StreamSink(open(os.devnull, "w")),  # noqa: SIM115 - lives as long as the server
+        # as podium serve writes audit lines: through the writer thread
+        sink=audit.BackgroundSink(audit.StreamSink(open(os.devnull, "w"))),  # noqa: SIM115
         observe=metrics.observe,
     )
     if not os.environ.get("PODIUM_BENCH_NO_FREEZE"):

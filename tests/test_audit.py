@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import threading
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
@@ -148,6 +152,9 @@ def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime
         def write(self, record: audit.AuditRecord) -> None:
             raise OSError("stdout closed")
 
+        def write_many(self, records: Sequence[audit.AuditRecord]) -> None:
+            raise OSError("stdout closed")
+
     pj = pytorchjob()
     rec = record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
     path = tmp_path / "audit.jsonl"
@@ -159,3 +166,109 @@ def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime
     else:
         raise AssertionError("the failure was swallowed")
     assert [json.loads(line) for line in path.read_text().splitlines()] == [rec]
+
+
+# -- the writer thread ---------------------------------------------------------------------------
+
+
+class Stalled:
+    """A sink whose writes wait for ``release``, like stdout nobody drains; ``entered`` is set
+    when a write has begun (the writer thread has taken that batch off its queue)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.batches: list[list[audit.AuditRecord]] = []
+
+    def write(self, record: audit.AuditRecord) -> None:
+        self.write_many([record])
+
+    def write_many(self, records: Sequence[audit.AuditRecord]) -> None:
+        self.entered.set()
+        assert self.release.wait(30), "the test never released the sink"
+        self.batches.append(list(records))
+
+    @property
+    def records(self) -> list[audit.AuditRecord]:
+        return [r for batch in self.batches for r in batch]
+
+
+def numbered(n: int) -> list[audit.AuditRecord]:
+    return [{"audit": audit.MARKER, "requestUID": f"r-{i}"} for i in range(n)]
+
+
+def writes_from_another_thread(sink: audit.Sink, records: list[audit.AuditRecord]) -> bool:
+    """Whether ``sink.write`` of every record returned (a blocked one would hang the test)."""
+    writer = threading.Thread(target=lambda: [sink.write(r) for r in records], daemon=True)
+    writer.start()
+    writer.join(10)
+    return not writer.is_alive()
+
+
+def test_background_sink_does_not_wait_for_a_stalled_stream() -> None:
+    stalled = Stalled()
+    sink = audit.BackgroundSink(stalled)
+    records = numbered(50)
+    assert writes_from_another_thread(sink, records)
+    assert stalled.records == []  # nothing got through, yet nobody waited
+    stalled.release.set()
+    sink.close()
+    assert stalled.records == records  # all of them, in order
+    assert len(stalled.batches) < len(records)  # what gathered went out together
+
+
+def test_background_sink_drops_new_records_past_its_backlog(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stalled = Stalled()
+    dropped: list[None] = []
+    sink = audit.BackgroundSink(stalled, backlog=3, on_drop=lambda: dropped.append(None))
+    records = numbered(10)
+    sink.write(records[0])
+    assert stalled.entered.wait(10)  # the thread holds record 0 and is stuck writing it
+    with caplog.at_level(logging.ERROR, logger="podium.audit"):
+        assert writes_from_another_thread(sink, records[1:])
+    assert len(dropped) == 6  # records 1-3 fill the backlog; 4-9 are dropped
+    assert [r.message for r in caplog.records] == [
+        "the audit backlog of 3 records is full: 1 record(s) dropped since the last report; "
+        "is stdout (or the audit file) being read?"
+    ]  # one line, not one per record
+    stalled.release.set()
+    sink.close()
+    assert stalled.records == records[:4]
+
+
+def test_background_sink_survives_a_failing_sink(caplog: pytest.LogCaptureFixture) -> None:
+    class FailsOnce:
+        def __init__(self) -> None:
+            self.records: list[audit.AuditRecord] = []
+            self.failed = False
+
+        def write(self, record: audit.AuditRecord) -> None:
+            self.write_many([record])
+
+        def write_many(self, records: Sequence[audit.AuditRecord]) -> None:
+            if not self.failed:
+                self.failed = True
+                raise OSError("disk full")
+            self.records.extend(records)
+
+    inner = FailsOnce()
+    sink = audit.BackgroundSink(inner)
+    first, second = numbered(2)
+    with caplog.at_level(logging.ERROR, logger="podium.audit"):
+        sink.write(first)
+        sink.close()  # waits for the thread: the failed batch has been attempted
+    assert "audit sink failed; 1 records lost" in caplog.text
+    sink.write(second)  # after close: written directly
+    assert inner.records == [second]
+
+
+def test_background_sink_close_writes_what_is_queued(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = audit.BackgroundSink(audit.FileSink(path))
+    records = numbered(200)
+    for r in records:
+        sink.write(r)
+    sink.close()
+    assert [json.loads(line) for line in path.read_text().splitlines()] == records

@@ -78,6 +78,11 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.audit_dropped = Counter(
+            "podium_audit_dropped",
+            "Audit records dropped because the audit backlog was full (stdout not drained).",
+            registry=r,
+        )
         self.cache_synced = Gauge(
             "podium_cache_synced",
             "1 once the watch cache has listed every installed resource, else 0.",

@@ -381,6 +381,7 @@ def run(
     if audit_file is not None:
         sinks.append(audit.FileSink(audit_file))
     meter = Metrics()
+    trail = audit.BackgroundSink(audit.FanOut(sinks), on_drop=meter.audit_dropped.inc)
     recorder = events.EventRecorder(
         kubeapi.KubeApi(api_client, timeout=events.POST_TIMEOUT).create,
         instance=os.environ.get("POD_NAME") or socket.gethostname(),
@@ -395,7 +396,7 @@ def run(
         view=lambda: snapshot,
         api=kubeapi.KubeApi(api_client, timeout=settings.time_budget_seconds),
         settings=settings,
-        sink=audit.FanOut(sinks),
+        sink=trail,
         observe=observe,
     )
     objects = kubeops.KubeObjects(api_client)
@@ -407,7 +408,7 @@ def run(
         ready=watch_cache.is_ready,
         api=objects,
         settings=settings,
-        sink=audit.FanOut(sinks),
+        sink=trail,
         tuning=reconciler.Tuning.from_env(),
         is_leader=lambda: elector.is_leader,
     )
@@ -432,4 +433,5 @@ def run(
     try:
         uvicorn.Server(config).run()
     finally:
+        trail.close()  # the admissions have stopped: write what is still queued
         api_client.close()  # type: ignore[no-untyped-call]

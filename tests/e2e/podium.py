@@ -34,8 +34,17 @@ def free_port() -> int:
 
 
 class Podium:
-    def __init__(self, cluster: LocalCluster, work_dir: Path, *, config: str | None = None) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        work_dir: Path,
+        *,
+        config: str | None = None,
+        stdout: int = subprocess.DEVNULL,
+    ) -> None:
+        """``stdout``: where podium's audit lines go; ``subprocess.PIPE`` to read them."""
         self.cluster = cluster
+        self.stdout = stdout
         self.work_dir = work_dir
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -84,7 +93,7 @@ class Podium:
         self._log = self.log_file.open("ab")
         self.process = subprocess.Popen(
             args,
-            stdout=subprocess.DEVNULL,
+            stdout=self.stdout,
             stderr=self._log,
             cwd=REPO,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -122,6 +131,8 @@ class Podium:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self.process = None
 
     def log_tail(self, lines: int = 40) -> str:

@@ -25,6 +25,7 @@ import contextlib
 import json
 import re
 import ssl
+import subprocess
 import threading
 import time
 import urllib.request
@@ -221,6 +222,36 @@ class ClusterAs:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
+
+
+@pytest.mark.e2e
+def test_a_stdout_nobody_reads_does_not_stall_admissions(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Audit lines go to stdout, a pipe the container runtime drains. Here nobody reads it: it
+    fills at 64 KiB (about a hundred records), and every admission must still be answered at
+    once; the records wait in the writer's backlog and all arrive once the pipe is read."""
+    server = Podium(local_cluster, tmp_path, stdout=subprocess.PIPE)
+    server.start()
+    try:
+        assert server.process is not None and server.process.stdout is not None
+        pod = pytorch_pod(pytorchjob()).obj()
+        uids = [f"stdout-{i}" for i in range(400)]
+        for uid in uids:  # each waits at most 10 s: a blocked event loop fails the test here
+            answer = post_review(server, reviews.review_for_pod(pod, uid=uid))
+            assert answer["response"]["allowed"] is True
+        lines: list[str] = []
+        reader = threading.Thread(
+            target=lambda: lines.extend(
+                line.decode() for line, _ in zip(server.process.stdout, uids, strict=False)
+            ),
+            daemon=True,
+        )
+        reader.start()
+        reader.join(30)
+        assert [r["requestUID"] for r in audit.read(lines)] == uids
+    finally:
+        server.stop()
 
 
 def kubeconfig_copy(
