@@ -78,6 +78,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{_ms(stats['p50_us'])} | {_ms(stats['p99_us'])} | {_ms(stats['max_us'])} | "
                 f"{stats['requests']:,} | {stats['errors'] + stats['non_200']} |"
             )
+    lines += _breakdown(results.get("breakdown") or {})
     lines += [
         "",
         "### The cluster view against cluster size (30 pods per node)",
@@ -95,6 +96,35 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", "### Targets", "", "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets(results)]
     return "\n".join(lines) + "\n"
+
+
+#: The breakdown's servers, in order, and what each adds to the one before it.
+STAGES = (
+    ("limit", "the limit: TLS, HTTP, the event loop, fixed answer bytes"),
+    ("podium-answer", "podium's `/mutate` reading the body and sending a canned answer"),
+    ("podium-parse", "+ `reviews.parse` (orjson and shape checks)"),
+    ("podium-decide", "+ `engine.decide` (adapter, record, zone, patch)"),
+    ("podium", "+ audit record, metrics, response: all of podium"),
+)
+
+
+def _breakdown(stages: dict[str, Any]) -> list[str]:
+    if not all(kind in stages for kind, _ in STAGES):
+        return []
+    lines = [
+        "",
+        "### Where a later pod's CPU goes, inside the server (4 connections)",
+        "",
+        "| server | CPU µs/req | added | req/s |",
+        "|---|---|---|---|",
+    ]
+    before = None
+    for kind, what in STAGES:
+        cpu = stages[kind]["cpu_us"]
+        added = f"+{cpu - before:.0f}" if before is not None else ""
+        lines.append(f"| {what} | {cpu:.0f} | {added} | {stages[kind]['rps']:,.0f} |")
+        before = cpu
+    return lines
 
 
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import report, scale, workload
+from bench import report, scale, servers, workload
 from webhook import certs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,6 +246,25 @@ def load_phases(
     return results
 
 
+def breakdown(work: Path, *, nodes: int, seconds: float, rounds: int) -> dict[str, Any]:
+    """Server CPU per later pod at 4 connections for the limit, podium cut short after each stage
+    (``servers.STAGES``) and the whole of podium, interleaved; each keeps its lowest round."""
+    bodies = write_bodies(work)
+    kinds = ("limit", *(f"podium-{stage}" for stage in servers.STAGES), "podium")
+    results: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        running = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
+        for kind in kinds:
+            wrk(running[kind], bodies["later"], connections=4, seconds=1)  # warm up
+        for round_ in range(rounds):
+            for kind in kinds:
+                print(f"[breakdown] round {round_ + 1} {kind}", flush=True)
+                stats = wrk(running[kind], bodies["later"], connections=4, seconds=seconds)
+                if kind not in results or stats["cpu_us"] < results[kind]["cpu_us"]:
+                    results[kind] = stats
+    return results
+
+
 def scale_phases(sizes: tuple[int, ...], runs: int) -> list[dict[str, Any]]:
     print(f"[scale] views of {', '.join(map(str, sizes))} nodes", flush=True)
     return scale.measure_all(sizes, runs=runs)
@@ -279,12 +298,19 @@ def main(argv: list[str] | None = None) -> int:
             rounds=1 if args.quick else 2,
             profile=profile,
         )
+        stages = breakdown(
+            work,
+            nodes=100 if args.quick else args.server_nodes,
+            seconds=seconds,
+            rounds=1 if args.quick else 2,
+        )
     sized = scale_phases(sizes, runs=100 if args.quick else 400)
     results = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "seconds_per_phase": seconds,
         "server_nodes": 100 if args.quick else args.server_nodes,
         "load": load,
+        "breakdown": stages,
         "scale": sized,
         "wall_s": time.monotonic() - started,
     }

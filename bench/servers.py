@@ -32,7 +32,7 @@ import orjson
 import uvicorn
 
 from bench import workload
-from webhook import admission, audit, effects, labels, server, tls
+from webhook import admission, audit, effects, engine, labels, reviews, server, tls
 from webhook.metrics import Metrics
 from webhook.settings import Settings
 from webhook.snapshot import Snapshot
@@ -62,6 +62,34 @@ def podium_app(nodes: int) -> Any:
     if not os.environ.get("PODIUM_BENCH_NO_FREEZE"):
         server.freeze_heap()  # as podium serve does once the watch cache has synced
     return server.create_app(admitter=admitter, ready=lambda: True, metrics=metrics)
+
+
+#: podium cut short after one stage of a later pod's admission: answering a canned review
+#: (``answer``: read the body, send an answer), after parsing it (``parse``), after deciding
+#: (``decide``); ``podium`` is the whole admission. Run side by side (``run.breakdown``), they
+#: show what each stage costs *inside the server*, where it costs more than in a loop.
+STAGES = ("answer", "parse", "decide")
+
+
+def staged_app(nodes: int, stage: str) -> Any:
+    """``podium_app`` whose admitter stops after ``stage`` and answers what it answered for a
+    later pod (the same answer bytes as the whole admission sends)."""
+    app = podium_app(nodes)
+    admitter = app.admitter
+    name, uid = workload.job_of(0)
+    body = workload.review(workload.training_pod(name, uid, "worker", 1, world=8, gpus=4))
+    asyncio.run(admitter.admit(body))  # the first admission creates the job's policy
+    canned = asyncio.run(admitter.admit(body))
+
+    async def admit(body: bytes) -> admission.Answer:
+        if stage != "answer":
+            request = reviews.parse(body)
+            if stage == "decide":
+                engine.decide(request, admitter.view(), admitter.settings, now=admitter.clock())
+        return canned
+
+    admitter.admit = admit  # type: ignore[method-assign]
+    return app
 
 
 def fixed_patch() -> list[dict[str, Any]]:
@@ -211,7 +239,9 @@ def serve_kopf(port: int, certs: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.servers")
-    parser.add_argument("kind", choices=["podium", "limit", "kopf"])
+    parser.add_argument(
+        "kind", choices=["podium", "limit", "kopf", *(f"podium-{stage}" for stage in STAGES)]
+    )
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--certs", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=500)
@@ -222,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
     if args.kind == "podium":
         serve_uvicorn(podium_app(args.nodes), args.port, args.certs, args.profile)
+    elif args.kind.startswith("podium-"):
+        app = staged_app(args.nodes, args.kind.removeprefix("podium-"))
+        serve_uvicorn(app, args.port, args.certs, args.profile)
     elif args.kind == "limit":
         serve_uvicorn(limit_app(), args.port, args.certs, args.profile)
     else:
