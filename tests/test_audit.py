@@ -6,7 +6,6 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -152,7 +151,7 @@ def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime
         def write(self, record: audit.AuditRecord) -> None:
             raise OSError("stdout closed")
 
-        def write_many(self, records: Sequence[audit.AuditRecord]) -> None:
+        def write_lines(self, data: bytes) -> None:
             raise OSError("stdout closed")
 
     pj = pytorchjob()
@@ -181,12 +180,12 @@ class Stalled:
         self.batches: list[list[audit.AuditRecord]] = []
 
     def write(self, record: audit.AuditRecord) -> None:
-        self.write_many([record])
+        self.write_lines(audit.line(record))
 
-    def write_many(self, records: Sequence[audit.AuditRecord]) -> None:
+    def write_lines(self, data: bytes) -> None:
         self.entered.set()
         assert self.release.wait(30), "the test never released the sink"
-        self.batches.append(list(records))
+        self.batches.append([json.loads(text) for text in data.splitlines()])
 
     @property
     def records(self) -> list[audit.AuditRecord]:
@@ -245,13 +244,13 @@ def test_background_sink_survives_a_failing_sink(caplog: pytest.LogCaptureFixtur
             self.failed = False
 
         def write(self, record: audit.AuditRecord) -> None:
-            self.write_many([record])
+            self.write_lines(audit.line(record))
 
-        def write_many(self, records: Sequence[audit.AuditRecord]) -> None:
+        def write_lines(self, data: bytes) -> None:
             if not self.failed:
                 self.failed = True
                 raise OSError("disk full")
-            self.records.extend(records)
+            self.records.extend(json.loads(text) for text in data.splitlines())
 
     inner = FailsOnce()
     sink = audit.BackgroundSink(inner)

@@ -104,43 +104,43 @@ def dumps(record: AuditRecord) -> bytes:
 class Sink(Protocol):
     def write(self, record: AuditRecord) -> None: ...
 
-    def write_many(self, records: Sequence[AuditRecord]) -> None: ...
+    def write_lines(self, data: bytes) -> None:
+        """Write records already serialized: JSON lines (``line``), each ending in a newline."""
+        ...
 
 
-def _lines(records: Iterable[AuditRecord]) -> bytes:
-    return b"".join(dumps(record) + b"\n" for record in records)
+def line(record: AuditRecord) -> bytes:
+    return dumps(record) + b"\n"
 
 
 class StreamSink:
-    """JSON lines to a stream (stdout by default), one write per batch: lines never interleave."""
+    """JSON lines to a stream (stdout by default), one write per call: lines never interleave."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
-        self.write_many((record,))
+        self.write_lines(line(record))
 
-    def write_many(self, records: Sequence[AuditRecord]) -> None:
-        text = _lines(records).decode()
+    def write_lines(self, data: bytes) -> None:
         stream = self._stream or sys.stdout
         with self._lock:
-            stream.write(text)
+            stream.write(data.decode())
             stream.flush()
 
 
 class FileSink:
-    """Appends JSON lines to a file (opened per batch: survives log rotation by rename)."""
+    """Appends JSON lines to a file (opened per call: survives log rotation by rename)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
-        self.write_many((record,))
+        self.write_lines(line(record))
 
-    def write_many(self, records: Sequence[AuditRecord]) -> None:
-        data = _lines(records)
+    def write_lines(self, data: bytes) -> None:
         with self._lock, self.path.open("ab") as fh:
             fh.write(data)
 
@@ -152,8 +152,8 @@ class MemorySink:
     def write(self, record: AuditRecord) -> None:
         self.records.append(record)
 
-    def write_many(self, records: Sequence[AuditRecord]) -> None:
-        self.records.extend(records)
+    def write_lines(self, data: bytes) -> None:
+        self.records.extend(orjson.loads(text) for text in data.splitlines())
 
 
 class FanOut:
@@ -161,14 +161,14 @@ class FanOut:
         self.sinks = tuple(sinks)
 
     def write(self, record: AuditRecord) -> None:
-        self.write_many((record,))
+        self.write_lines(line(record))
 
-    def write_many(self, records: Sequence[AuditRecord]) -> None:
-        """Every sink gets the records even when another one fails; the first failure is raised."""
+    def write_lines(self, data: bytes) -> None:
+        """Every sink gets the lines even when another one fails; the first failure is raised."""
         failure: Exception | None = None
         for sink in self.sinks:
             try:
-                sink.write_many(records)
+                sink.write_lines(data)
             except Exception as err:
                 failure = failure or err
         if failure is not None:
@@ -189,11 +189,12 @@ class BackgroundSink:
 
     ``podium serve`` writes audit lines to stdout, a pipe the container runtime drains; when it
     stops draining, a direct write blocks the event loop and every admission behind it until the
-    apiserver gives up (fail open, *without* an audit line). Here ``write`` only appends to a
-    bounded backlog; every ``interval`` seconds the thread writes whatever has gathered, in one
-    batch (one ``write`` and one flush for many records under load). A full backlog drops the new record, calls ``on_drop``
-    (``podium_audit_dropped``) and says so on stderr at most every ``DROP_LOG_SECONDS``, as the
-    apiserver's own buffered audit backend does. ``close`` writes what is left.
+    apiserver gives up (fail open, *without* an audit line). Here ``write`` serializes the record
+    and appends the line to a bounded backlog; every ``interval`` seconds the thread writes what
+    has gathered in one batch (one ``write`` and one flush for many records under load). A full
+    backlog drops the new record, calls ``on_drop`` (``podium_audit_dropped``) and says so on
+    stderr at most every ``DROP_LOG_SECONDS``, as the apiserver's own buffered audit backend
+    does. ``close`` writes what is left.
     """
 
     def __init__(
@@ -208,7 +209,7 @@ class BackgroundSink:
         self._interval = interval
         self._backlog = backlog
         self._on_drop = on_drop
-        self._queue: collections.deque[AuditRecord] = collections.deque()
+        self._queue: collections.deque[bytes] = collections.deque()
         self._wake = threading.Condition()
         self._closed = False
         self._dropped = 0
@@ -217,17 +218,17 @@ class BackgroundSink:
         self._thread.start()
 
     def write(self, record: AuditRecord) -> None:
-        if self._closed:  # nothing left to hand it to: write it here
-            self._inner.write(record)
-            return
-        if len(self._queue) >= self._backlog:
-            self._drop()
-            return
-        self._queue.append(record)  # no wake-up: the thread comes by every ``interval`` seconds
+        # Serialized here, a little at every admission, rather than a whole batch at once in the
+        # thread while it holds the GIL.
+        self.write_lines(line(record))
 
-    def write_many(self, records: Sequence[AuditRecord]) -> None:
-        for record in records:
-            self.write(record)
+    def write_lines(self, data: bytes) -> None:
+        if self._closed:  # nothing left to hand it to: write it here
+            self._inner.write_lines(data)
+        elif len(self._queue) >= self._backlog:
+            self._drop()
+        else:  # no wake-up: the thread comes by every ``interval`` seconds
+            self._queue.append(data)
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (waiting at most ``timeout`` seconds) and stop the thread."""
@@ -267,7 +268,7 @@ class BackgroundSink:
                 continue
             batch = [self._queue.popleft() for _ in range(len(self._queue))]
             try:
-                self._inner.write_many(batch)
+                self._inner.write_lines(b"".join(batch))
             except Exception:  # the thread must outlive a failed write
                 log.exception("audit sink failed; %d records lost", len(batch))
 
