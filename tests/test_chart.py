@@ -325,9 +325,27 @@ def test_an_old_kubernetes_is_refused(helm: str) -> None:
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("replicaCount=2", "replicaCount"),
         ("extraSettings.policy-mode=none", "extraSettings.policy-mode"),
+        ("extraSettings.time-budget-seconds=5", "must be below timeoutSeconds"),
+        ("extraSettings.time_budget_seconds=7.5", "must be below timeoutSeconds"),
     ],
 )
 def test_bad_values_are_refused_at_render_time(helm: str, flag: str, complaint: str) -> None:
     result = helm_template(helm, "--set", flag)
     assert result.returncode != 0
     assert complaint in result.stderr
+
+
+def test_the_time_budget_must_end_before_the_apiserver_gives_up(helm: str) -> None:
+    """The chart's check knows podium's default budget: at that many seconds it refuses, a
+    second more it renders, and a budget set below the timeout reaches the settings."""
+    default = int(Settings().time_budget_seconds)
+    refused = helm_template(helm, "--set", f"timeoutSeconds={default}")
+    assert refused.returncode != 0
+    assert "must be below timeoutSeconds" in refused.stderr
+    assert webhook_of(chart(helm, "--set", f"timeoutSeconds={default + 1}"))["timeoutSeconds"] == (
+        default + 1
+    )
+    objects = chart(
+        helm, "--set", "timeoutSeconds=10", "--set", "extraSettings.time-budget-seconds=9"
+    )
+    assert settings_of(objects).time_budget_seconds == 9

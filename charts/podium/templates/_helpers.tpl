@@ -16,6 +16,10 @@
 {{- fail (printf "extraSettings.%s: set it with its own value (policyMode, placement, noFit, namespaceLabel; the namespace is namespace.name)" $key) -}}
 {{- end -}}
 {{- end -}}
+{{- $budget := index .Values.extraSettings "time-budget-seconds" | default (index .Values.extraSettings "time_budget_seconds") | default 2.0 -}}
+{{- if ge (float64 $budget) (float64 .Values.timeoutSeconds) -}}
+{{- fail (printf "extraSettings.time-budget-seconds (%v) must be below timeoutSeconds (%v): podium fails open with an audit record at its time budget, but past timeoutSeconds the apiserver gives up first and the pod is admitted unpinned with no record of why" $budget .Values.timeoutSeconds) -}}
+{{- end -}}
 policy-mode: {{ .Values.policyMode }}
 placement: {{ .Values.placement }}
 no-fit: {{ .Values.noFit }}
