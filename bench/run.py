@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -201,27 +202,67 @@ def wrk(
     return stats
 
 
+Measure = Callable[[Served], dict[str, Any]]
+
+
+def interleaved(
+    servers: dict[str, Served],
+    measure: Measure,
+    *,
+    rounds: int,
+    better: Callable[[dict[str, Any], dict[str, Any]], bool],
+    label: str,
+) -> dict[str, dict[str, Any]]:
+    """``measure`` each server in turn, ``rounds`` times, keeping each one's ``better`` round: load
+    from elsewhere on a shared machine then hits every server alike rather than whichever ran."""
+    kept: dict[str, dict[str, Any]] = {}
+    for round_ in range(rounds):
+        for kind, served in servers.items():
+            print(f"[{label}] round {round_ + 1} {kind}", flush=True)
+            stats = measure(served)
+            if kind not in kept or better(stats, kept[kind]):
+                kept[kind] = stats
+    return kept
+
+
+def more_rps(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    return bool(new["rps"] > old["rps"])
+
+
+def less_cpu(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    return bool(new["cpu_us"] < old["cpu_us"])
+
+
+@contextlib.contextmanager
+def all_serving(
+    kinds: tuple[str, ...], work: Path, *, nodes: int, warm_up: Path
+) -> Iterator[dict[str, Served]]:
+    """Every server of ``kinds`` up at once (idle ones cost nothing), warmed up on ``warm_up``."""
+    with contextlib.ExitStack() as stack:
+        running = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
+        for served in running.values():
+            wrk(served, warm_up, connections=4, seconds=1)
+        yield running
+
+
 def load_phases(
     work: Path, *, nodes: int, seconds: float, rounds: int, profile: Path | None
 ) -> dict[str, Any]:
-    """All three servers up at once (idle ones cost nothing); the steady-state phases run
-    interleaved, ``rounds`` times, and each cell keeps its best round, so that load from
-    elsewhere on a shared machine hits every server alike rather than whichever ran then."""
+    """Steady state (interleaved, best round by req/s), first pods and the gang burst."""
     bodies = write_bodies(work)
+    results: dict[str, Any] = {}
     kinds = ("limit", "podium", "kopf")
-    results: dict[str, Any] = {kind: {} for kind in kinds}
-    with contextlib.ExitStack() as stack:
-        servers = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
-        for kind in kinds:
-            wrk(servers[kind], bodies["later"], connections=4, seconds=1)  # warm up
-        for round_ in range(rounds):
-            for c in CONCURRENCY:
-                for kind in kinds:
-                    print(f"[load] round {round_ + 1} {kind} later c={c}", flush=True)
-                    stats = wrk(servers[kind], bodies["later"], connections=c, seconds=seconds)
-                    best = results[kind].get(f"later-c{c}")
-                    if best is None or stats["rps"] > best["rps"]:
-                        results[kind][f"later-c{c}"] = stats
+    with all_serving(kinds, work, nodes=nodes, warm_up=bodies["later"]) as servers:
+        for c in CONCURRENCY:
+            best = interleaved(
+                servers,
+                functools.partial(wrk, bodies=bodies["later"], connections=c, seconds=seconds),
+                rounds=rounds,
+                better=more_rps,
+                label=f"load later c={c}",
+            )
+            for kind, stats in best.items():
+                results.setdefault(kind, {})[f"later-c{c}"] = stats
         for kind in ("podium", "kopf"):
             for c in CONCURRENCY:
                 print(f"[load] {kind} first pod c={c}", flush=True)
@@ -248,21 +289,17 @@ def load_phases(
 
 def breakdown(work: Path, *, nodes: int, seconds: float, rounds: int) -> dict[str, Any]:
     """Server CPU per later pod at 4 connections for the limit, podium cut short after each stage
-    (``servers.STAGES``) and the whole of podium, interleaved; each keeps its lowest round."""
+    (``servers.STAGES``) and the whole of podium; each keeps its lowest round."""
     bodies = write_bodies(work)
     kinds = ("limit", *(f"podium-{stage}" for stage in servers.STAGES), "podium")
-    results: dict[str, Any] = {}
-    with contextlib.ExitStack() as stack:
-        running = {kind: stack.enter_context(serving(kind, work, nodes=nodes)) for kind in kinds}
-        for kind in kinds:
-            wrk(running[kind], bodies["later"], connections=4, seconds=1)  # warm up
-        for round_ in range(rounds):
-            for kind in kinds:
-                print(f"[breakdown] round {round_ + 1} {kind}", flush=True)
-                stats = wrk(running[kind], bodies["later"], connections=4, seconds=seconds)
-                if kind not in results or stats["cpu_us"] < results[kind]["cpu_us"]:
-                    results[kind] = stats
-    return results
+    with all_serving(kinds, work, nodes=nodes, warm_up=bodies["later"]) as running:
+        return interleaved(
+            running,
+            functools.partial(wrk, bodies=bodies["later"], connections=4, seconds=seconds),
+            rounds=rounds,
+            better=less_cpu,
+            label="breakdown",
+        )
 
 
 def scale_phases(sizes: tuple[int, ...], runs: int) -> list[dict[str, Any]]:
