@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook import audit, engine, reviews
 from webhook.cli import app
+from webhook.metrics import Metrics
 from webhook.settings import Settings
 from webhook.snapshot import Snapshot
 
@@ -271,3 +272,17 @@ def test_background_sink_close_writes_what_is_queued(tmp_path: Path) -> None:
         sink.write(r)
     sink.close()
     assert [json.loads(line) for line in path.read_text().splitlines()] == records
+
+
+def test_background_sink_drops_are_counted_in_the_metrics() -> None:
+    stalled, meter = Stalled(), Metrics()
+    sink = audit.BackgroundSink(stalled, backlog=1, on_drop=meter.audit_dropped.inc)
+    first, second, third = numbered(3)
+    sink.write(first)
+    assert stalled.entered.wait(10)
+    sink.write(second)  # queued
+    sink.write(third)  # dropped
+    stalled.release.set()
+    sink.close()
+    assert b"podium_audit_dropped_total 1.0" in meter.render()
+    assert stalled.records == [first, second]
