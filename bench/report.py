@@ -17,6 +17,18 @@ MEMORY_MIB = 200
 CONCURRENCY = (1, 4, 16)
 
 
+#: Where ``docs/benchmarks/README.md`` holds ``results.md``: ``python -m bench`` rewrites what is
+#: between the two lines, so the README shows the run's own tables.
+BEGIN = "<!-- results.md, written by python -m bench: edit the report code, not these tables -->"
+END = "<!-- end of results.md -->"
+
+
+def embed(readme: str, tables: str) -> str:
+    """``readme`` with ``tables`` between ``BEGIN`` and ``END``."""
+    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
+    return f"{readme[:start]}\n{tables}{readme[end:]}"
+
+
 def _ms(us: float) -> str:
     return f"{us / 1000:.2f}"
 

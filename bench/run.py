@@ -352,9 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": time.monotonic() - started,
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    (args.out / "results.md").write_text(report.markdown(results))
+    tables = report.markdown(results)
+    (args.out / "results.md").write_text(tables)
+    readme = args.out / "README.md"
+    if readme.exists():
+        readme.write_text(report.embed(readme.read_text(), tables))
     report.plots(results, args.out)
-    print(report.markdown(results))
+    print(tables)
     return 0
 
 

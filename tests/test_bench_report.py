@@ -22,6 +22,11 @@ def test_the_committed_tables_are_rendered_from_the_committed_numbers() -> None:
     assert report.markdown(_results()) == (RESULTS / "results.md").read_text()
 
 
+def test_the_readme_shows_the_committed_tables() -> None:
+    readme = (RESULTS / "README.md").read_text()
+    assert report.embed(readme, (RESULTS / "results.md").read_text()) == readme
+
+
 def _set_rps(results: dict[str, Any], server: str, rps: dict[int, float]) -> None:
     for conns, value in rps.items():
         results["load"][server][f"later-c{conns}"]["rps"] = value
