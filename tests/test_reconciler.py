@@ -134,10 +134,30 @@ def test_a_deleted_record_is_recreated_with_the_zone_the_pods_were_pinned_to(
     assert data["decidedAt"] == NOW.isoformat(timespec="seconds")
 
 
-def test_both_gone_is_not_recovered_here() -> None:
-    """Without any podium object, the reconciler has nothing that names the gang (documented)."""
-    w = make_world()
-    assert w.plan(records=[], policies_=[]) == []
+def test_with_both_gone_the_pods_name_the_gang_and_both_are_rebuilt(world: World) -> None:
+    """Record and policy deleted while the job runs: podium's label on the pods names the gang,
+    their adapter names the job, and both objects come back as admission built them."""
+    actions = world.plan(records=[], policies_=[])
+    assert summary(actions) == [
+        ("create", "missing-record", "ConfigMap"),
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+    ]
+    record, policy = (a.manifest for a in actions)
+    assert (record["data"]["zone"], record["data"]["gang"]) == ("zone-c", world.gang.key)
+    assert record["metadata"]["ownerReferences"] == world.record["metadata"]["ownerReferences"]
+    assert policy == policies.build_policy(gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM)
+    assert {(a.owner["kind"], a.owner["uid"]) for a in actions} == {
+        ("PyTorchJob", world.job["metadata"]["uid"])
+    }
+
+
+def test_with_both_gone_and_the_job_gone_nothing_is_rebuilt(world: World) -> None:
+    assert world.plan(job=False, records=[], policies_=[]) == []
+
+
+def test_labelled_pods_no_adapter_recognises_rebuild_nothing(world: World) -> None:
+    lone = PodBuilder(NS, name="lone").uid().label(labels.JOB, world.gang.key).obj()
+    assert dataclasses.replace(world, pods=[lone]).plan(records=[], policies_=[]) == []
 
 
 EDITS: list[tuple[str, Callable[[dict[str, Any]], None], dict[str, Any]]] = [
@@ -328,6 +348,23 @@ async def test_executor_recreates_a_deleted_policy_and_audits_it(live: Live) -> 
     assert live.sink.records == records
     assert records[0]["audit"] == audit.MARKER
     assert records[0]["job"]["kind"] == "PyTorchJob"
+    assert stored(live, "CiliumNetworkPolicy") is not None
+    assert await live.rec.run_once() == []  # converged
+
+
+async def test_executor_rebuilds_a_gang_whose_record_and_policy_were_both_deleted(
+    live: Live,
+) -> None:
+    name = live.world.record["metadata"]["name"]
+    del live.api.objects[("cilium.io", "CiliumNetworkPolicy", NS, name)]
+    del live.api.objects[("", "ConfigMap", NS, name)]
+    records = await live.rec.run_once()
+    assert [(r["action"], r["reason"], r["result"]) for r in records] == [
+        ("create", "missing-record", "created"),
+        ("create", "missing-policy", "created"),
+    ]
+    assert {r["job"]["name"] for r in records} == {live.world.job["metadata"]["name"]}
+    assert stored(live, "ConfigMap") is not None
     assert stored(live, "CiliumNetworkPolicy") is not None
     assert await live.rec.run_once() == []  # converged
 

@@ -3,7 +3,9 @@ for jobs that are gone or never got a pod, and no policy edited away from what p
 
 An admitted pod may never be persisted (a later webhook or validation can reject it), a user can
 delete or edit a policy, and the garbage collector only helps once the job is deleted. So every
-``interval`` seconds the leader (``leader.LeaderElector``) lists podium's objects, and
+``interval`` seconds the leader (``leader.LeaderElector``) lists podium's objects, and for every
+gang that has one, or has pods carrying podium's label (so that a gang whose record and policy
+were both deleted is found from its pods):
 
 * ``plan`` — pure: ``(view, settings, owned, now, tuning) → [Action]`` — decides, per gang;
 * ``Reconciler.execute`` carries the actions out with resourceVersion-guarded writes and audits
@@ -135,13 +137,15 @@ def merge_diff(before: Any, after: Any) -> Any:
 def plan(
     view: Snapshot, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
 ) -> list[Action]:
-    """What to do about every gang that has a podium object, decided from the objects, the pods
-    carrying the gang's label and the jobs in ``view``."""
+    """What to do about every gang that has a podium object or a pod carrying its label, decided
+    from the objects, the pods carrying the gang's label and the jobs in ``view``."""
     groups: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
     for obj in (*owned.records, *owned.policies):
         gang = (_meta(obj).get("labels") or {}).get(labels.JOB)
         if gang:
             groups[(str(_meta(obj).get("namespace") or ""), str(gang))].append(obj)
+    for namespace, gang in view.gangs():  # pods of a gang whose record and policy are both gone
+        groups.setdefault((namespace, gang), [])
     actions: list[Action] = []
     for (namespace, gang), objects in sorted(groups.items()):
         actions.extend(_plan_gang(view, settings, namespace, gang, objects, now, tuning))
@@ -157,16 +161,19 @@ def _plan_gang(
     now: datetime,
     tuning: Tuning,
 ) -> list[Action]:
-    uid = next((u for u in map(_job_uid, objects) if u), "")
+    members = list(view.pods_in(namespace, {labels.JOB: gang}))
+    found: Gang | None = None
+    if objects:
+        uid = next((u for u in map(_job_uid, objects) if u), "")
+        owner = _owner(objects[0])
+    else:  # only pods carry the gang's label: their job is the one to rebuild for
+        found = _gang_of(members, namespace, gang, view)
+        if found is None:
+            return []
+        uid, owner = found.owner.uid, found.owner.as_owner_reference()
     job = view.by_uid(uid) if uid else None
     if job is not None and _meta(job).get("namespace") != namespace:
         job = None
-    members = [
-        pod
-        for pod in view.pods_in(namespace)
-        if (_meta(pod).get("labels") or {}).get(labels.JOB) == gang
-    ]
-    owner = _owner(objects[0])
 
     def act(
         verb: Verb, reason: str, detail: str, manifest: Manifest, patch: Manifest | None = None
@@ -200,7 +207,7 @@ def _plan_gang(
         for obj in objects
         if ORPHAN_SINCE in (_meta(obj).get("annotations") or {})
     ]
-    found = _gang_of(members, namespace, gang, view)
+    found = found or _gang_of(members, namespace, gang, view)
     if found is None:
         return actions  # no adapter recognises the pods any more: nothing to rebuild from
     record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)

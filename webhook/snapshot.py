@@ -669,6 +669,13 @@ class Snapshot:
         for pod in self.pod_records(namespace, labels):
             yield pod.as_object()
 
+    def gangs(self) -> Iterator[tuple[str, str]]:
+        """``(namespace, gang key)`` for every value of podium's job label on a pod the view
+        holds: the gangs podium admitted pods into, whether or not their objects still exist."""
+        for namespace, key, value in self._pod_index:
+            if key == labels.JOB:
+                yield namespace, value
+
     def node(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
 

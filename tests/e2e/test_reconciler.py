@@ -1,7 +1,7 @@
 """The reconciler inside ``podium serve``, on the real control plane: a deleted policy comes back,
-an edited one is patched back, an orphan is marked and then deleted, and of two podium processes
-only the Lease holder acts. The grace period is 3 s and a pass runs every 0.5 s, so this runs in
-seconds, not minutes."""
+so do a record and a policy deleted together, an edited policy is patched back, an orphan is
+marked and then deleted, and of two podium processes only the Lease holder acts. The grace period
+is 3 s and a pass runs every 0.5 s, so this runs in seconds, not minutes."""
 
 from __future__ import annotations
 
@@ -129,6 +129,39 @@ def test_a_deleted_policy_is_recreated(
         if r["namespace"] == ns and (r["action"], r["reason"]) == ("create", "missing-policy")
     ]
     assert [r["result"] for r in created] == ["created"]
+
+
+def test_a_gang_whose_record_and_policy_were_both_deleted_is_rebuilt_from_its_pods(
+    local_cluster: LocalCluster, ns: str, pair: list[Podium]
+) -> None:
+    _, policy = admitted_job(local_cluster, ns, "both")
+    name = policy["metadata"]["name"]
+    record_path = f"/api/v1/namespaces/{ns}/configmaps/{name}"
+    record = local_cluster.request("GET", record_path)
+    local_cluster.request("DELETE", policy_path(ns, name))
+    local_cluster.request("DELETE", record_path)
+
+    def rebuilt() -> bool:
+        try:
+            again = [local_cluster.request("GET", p) for p in (record_path, policy_path(ns, name))]
+        except ApiError:
+            return False
+        return all(
+            got["metadata"]["uid"] != old["metadata"]["uid"]
+            for got, old in zip(again, (record, policy), strict=True)
+        )
+
+    local_cluster.wait_for("the reconciler to rebuild record and policy", rebuilt, timeout=30)
+    new_record = local_cluster.request("GET", record_path)
+    assert new_record["data"]["zone"] == record["data"]["zone"]
+    assert new_record["data"]["gang"] == record["data"]["gang"]
+    assert local_cluster.request("GET", policy_path(ns, name))["spec"] == policy["spec"]
+    created = {
+        r["reason"]: r["result"]
+        for _, r in reconciles(pair)
+        if r["namespace"] == ns and r["action"] == "create"
+    }
+    assert created == {"missing-record": "created", "missing-policy": "created"}
 
 
 def test_an_edited_selector_is_patched_back(
