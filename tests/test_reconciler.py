@@ -471,10 +471,10 @@ async def test_an_api_failure_is_audited(live: Live) -> None:
     assert record["error"] == "403: forbidden"
 
 
-def test_tuning_from_the_environment() -> None:
-    assert Tuning.from_env({}) == Tuning(grace_seconds=120, interval_seconds=30)
-    env = {"PODIUM_ORPHAN_GRACE_SECONDS": "3", "PODIUM_RECONCILE_INTERVAL_SECONDS": "0.5"}
-    assert Tuning.from_env(env) == Tuning(grace_seconds=3, interval_seconds=0.5)
+def test_tuning_from_the_settings() -> None:
+    assert Tuning.from_settings(Settings()) == Tuning(grace_seconds=120, interval_seconds=30)
+    tuned = Settings.from_mapping({"orphan-grace-seconds": 3, "reconcile-interval-seconds": 0.5})
+    assert Tuning.from_settings(tuned) == Tuning(grace_seconds=3, interval_seconds=0.5)
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,6 @@ import collections
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -53,14 +52,11 @@ class Tuning:
     interval_seconds: float = 30.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> Tuning:
-        """``PODIUM_ORPHAN_GRACE_SECONDS`` and ``PODIUM_RECONCILE_INTERVAL_SECONDS``."""
-        default = cls()
+    def from_settings(cls, settings: Settings) -> Tuning:
+        """``orphan-grace-seconds`` and ``reconcile-interval-seconds``."""
         return cls(
-            grace_seconds=float(env.get("PODIUM_ORPHAN_GRACE_SECONDS", default.grace_seconds)),
-            interval_seconds=float(
-                env.get("PODIUM_RECONCILE_INTERVAL_SECONDS", default.interval_seconds)
-            ),
+            grace_seconds=settings.orphan_grace_seconds,
+            interval_seconds=settings.reconcile_interval_seconds,
         )
 
 

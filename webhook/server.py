@@ -409,7 +409,7 @@ def run(
         api=objects,
         settings=settings,
         sink=trail,
-        tuning=reconciler.Tuning.from_env(),
+        tuning=reconciler.Tuning.from_settings(settings),
         is_leader=lambda: elector.is_leader,
     )
     app = create_app(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,11 @@ class Settings:
     reservation_seconds: float = 600.0
     #: Seconds one admission may spend on API calls before podium fails open.
     time_budget_seconds: float = 2.0
+    #: How long one of podium's objects must be an orphan (its job gone, or no pod of its gang),
+    #: first unmarked and then marked, before the reconciler deletes it.
+    orphan_grace_seconds: float = 120.0
+    #: Seconds between two reconciler passes (of the elected replica).
+    reconcile_interval_seconds: float = 30.0
     #: Name of the webhook as registered (prefix of auditAnnotations in the apiserver audit log).
     webhook_name: str = "pods.podium.dev"
 
@@ -95,6 +101,15 @@ class Settings:
         return cls.from_mapping(data)
 
 
+#: Settings in seconds: which values are valid, and how an error says so.
+_SECONDS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "reservation_seconds": (lambda s: s >= 0, "zero or more seconds"),
+    "time_budget_seconds": (lambda s: 0 < s <= 30, "between 0 and 30 seconds"),
+    "orphan_grace_seconds": (lambda s: s >= 0, "zero or more seconds"),
+    "reconcile_interval_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
+}
+
+
 def _coerce(key: str, value: Any) -> Any:
     enums: dict[str, type[StrEnum]] = {
         "policy_mode": PolicyMode,
@@ -108,15 +123,11 @@ def _coerce(key: str, value: Any) -> Any:
             if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
                 raise TypeError("a list of namespace names")
             return frozenset(str(v) for v in value)
-        if key == "reservation_seconds":
+        if key in _SECONDS:
+            fits, allowed = _SECONDS[key]
             seconds = float(value)
-            if seconds < 0:
-                raise ValueError("zero or more seconds")
-            return seconds
-        if key == "time_budget_seconds":
-            seconds = float(value)
-            if not 0 < seconds <= 30:
-                raise ValueError("between 0 and 30 seconds")
+            if not (math.isfinite(seconds) and fits(seconds)):
+                raise ValueError(allowed)
             return seconds
         if not isinstance(value, str):
             raise TypeError("a string")

@@ -36,10 +36,10 @@ def podium(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podium-system"}},
         )
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PODIUM_RECONCILE_INTERVAL_SECONDS", "3600")  # a deleted policy stays deleted
-        with serving(Podium(local_cluster, tmp_path_factory.mktemp("doctor-podium"))) as server:
-            yield server
+    config = "reconcile-interval-seconds: 3600\n"  # a deleted policy stays deleted
+    work = tmp_path_factory.mktemp("doctor-podium")
+    with serving(Podium(local_cluster, work, config=config)) as server:
+        yield server
 
 
 def job_with_pods(

@@ -56,20 +56,18 @@ def pair(
     """Two podium processes (the same Deployment's replicas); the webhook calls the first."""
     ensure_namespace(local_cluster, "podium-system")
     servers: list[Podium] = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PODIUM_ORPHAN_GRACE_SECONDS", str(GRACE))
-        mp.setenv("PODIUM_RECONCILE_INTERVAL_SECONDS", "0.5")
-        try:
-            for name in ("a", "b"):
-                server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"))
-                server.start()
-                servers.append(server)
-            servers[0].register()
-            wait_for_webhook(local_cluster)
-            yield servers
-        finally:
-            for server in servers:
-                server.stop()
+    config = f"orphan-grace-seconds: {GRACE}\nreconcile-interval-seconds: 0.5\n"
+    try:
+        for name in ("a", "b"):
+            server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"), config=config)
+            server.start()
+            servers.append(server)
+        servers[0].register()
+        wait_for_webhook(local_cluster)
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
 
 
 @pytest.fixture
