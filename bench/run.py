@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             work,
             nodes=100 if args.quick else args.server_nodes,
             seconds=seconds,
-            rounds=1 if args.quick else 2,
+            rounds=1 if args.quick else 3,
         )
     sized = scale_phases(sizes, runs=100 if args.quick else 400)
     results = {
