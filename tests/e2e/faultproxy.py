@@ -8,6 +8,10 @@ Modes:
     pass    forward bytes both ways
     stall   keep every connection (and accept new ones) but forward nothing: a hung apiserver
     refuse  close the listening socket and reset every open connection: an unreachable apiserver
+
+While refusing, the port stays bound by a socket that does not listen (``SO_REUSEPORT``), so
+connects are refused and no other socket, such as a client's ephemeral port, can take the port
+before ``pass`` listens on it again.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._listener: socket.socket | None = None
+        #: Bound, not listening: holds the port while refusing.
+        self._hold: socket.socket | None = None
         self._closed = False
         self.port = 0
         self.accepted = 0
@@ -52,6 +58,7 @@ class FaultProxy:
     def close(self) -> None:
         self._closed = True
         self._stop_listening()
+        self._release_hold()
         self._reset_all()
 
     @property
@@ -62,6 +69,7 @@ class FaultProxy:
         with self._lock:
             previous, self.mode = self.mode, mode
         if mode == "refuse" and previous != "refuse":
+            self._hold = self._bound()
             self._stop_listening()
             self._reset_all()
         elif mode != "refuse" and previous == "refuse":
@@ -69,15 +77,27 @@ class FaultProxy:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _bound(self) -> socket.socket:
+        """A socket bound to the proxy's port (a fresh one while ``port`` is 0)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((self.host, self.port))
+        return sock
+
     def _listen(self) -> None:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.host, self.port))
+        listener = self._bound()
         listener.listen(128)
         self.port = listener.getsockname()[1]
         with self._lock:
             self._listener = listener
+        self._release_hold()
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _release_hold(self) -> None:
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.close()
 
     def _stop_listening(self) -> None:
         with self._lock:

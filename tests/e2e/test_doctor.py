@@ -106,9 +106,10 @@ def test_doctor_finds_every_seeded_problem(local_cluster: LocalCluster, podium: 
     )
     job_with_pods(local_cluster, ns, "hostnet", hostNetwork=True)
     # Pods created while podium is down: the apiserver admits them unchanged (failurePolicy Ignore).
+    # Bound to one node, so that the scheduler cannot also make them a split job.
     podium.stop()
     try:
-        job_with_pods(local_cluster, ns, "downtime")
+        job_with_pods(local_cluster, ns, "downtime", nodeName="kwok-zone-b-0")
     finally:
         podium.start()
     try:

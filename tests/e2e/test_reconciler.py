@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -88,6 +88,22 @@ def reconciles(servers: list[Podium]) -> list[tuple[int, dict[str, Any]]]:
     ]
 
 
+def audited(
+    cluster: LocalCluster,
+    servers: list[Podium],
+    ns: str,
+    until: Callable[[list[dict[str, Any]]], bool],
+) -> list[dict[str, Any]]:
+    """The reconcile audit records of ``ns`` once ``until`` holds for them: podium's writer thread
+    writes them to the audit file a moment after the action they record."""
+
+    def records() -> list[dict[str, Any]]:
+        return [r for _, r in reconciles(servers) if r["namespace"] == ns]
+
+    cluster.wait_for("the reconciler's audit records", lambda: until(records()), timeout=10)
+    return records()
+
+
 def admitted_job(
     cluster: LocalCluster, ns: str, name: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -121,11 +137,8 @@ def test_a_deleted_policy_is_recreated(
     again = local_cluster.request("GET", policy_path(ns, name))
     assert again["spec"] == policy["spec"]
     assert again["metadata"]["ownerReferences"] == policy["metadata"]["ownerReferences"]
-    created = [
-        r
-        for _, r in reconciles(pair)
-        if r["namespace"] == ns and (r["action"], r["reason"]) == ("create", "missing-policy")
-    ]
+    records = audited(local_cluster, pair, ns, lambda rs: any(r["action"] == "create" for r in rs))
+    created = [r for r in records if (r["action"], r["reason"]) == ("create", "missing-policy")]
     assert [r["result"] for r in created] == ["created"]
 
 
@@ -154,11 +167,10 @@ def test_a_gang_whose_record_and_policy_were_both_deleted_is_rebuilt_from_its_po
     assert new_record["data"]["zone"] == record["data"]["zone"]
     assert new_record["data"]["gang"] == record["data"]["gang"]
     assert local_cluster.request("GET", policy_path(ns, name))["spec"] == policy["spec"]
-    created = {
-        r["reason"]: r["result"]
-        for _, r in reconciles(pair)
-        if r["namespace"] == ns and r["action"] == "create"
-    }
+    records = audited(
+        local_cluster, pair, ns, lambda rs: sum(r["action"] == "create" for r in rs) >= 2
+    )
+    created = {r["reason"]: r["result"] for r in records if r["action"] == "create"}
     assert created == {"missing-record": "created", "missing-policy": "created"}
 
 
@@ -183,7 +195,8 @@ def test_an_edited_selector_is_patched_back(
         return bool(local_cluster.request("GET", policy_path(ns, name))["spec"] == policy["spec"])
 
     local_cluster.wait_for("the reconciler to patch the policy back", repaired, timeout=30)
-    actions = [(r["action"], r["result"]) for _, r in reconciles(pair) if r["namespace"] == ns]
+    records = audited(local_cluster, pair, ns, bool)
+    actions = [(r["action"], r["result"]) for r in records]
     assert actions == [("repair", "repaired")]  # once: what it writes is what it expects
 
 
@@ -250,18 +263,13 @@ def test_an_orphan_is_marked_then_deleted_after_the_grace(
     local_cluster.wait_for(
         "both objects to be deleted", lambda: all(annotations(p) is None for p in paths), timeout=30
     )
-    steps = [
-        (r["action"], r["reason"], r["result"]) for _, r in reconciles(pair) if r["namespace"] == ns
-    ]
+    records = audited(local_cluster, pair, ns, lambda rs: len(rs) >= 4)
+    steps = [(r["action"], r["reason"], r["result"]) for r in records]
     assert sorted(steps) == sorted(
         [("mark", "no-pods", "marked")] * 2 + [("delete", "no-pods", "deleted")] * 2
     )
-    marked_at = min(
-        r["time"] for _, r in reconciles(pair) if r["namespace"] == ns and r["action"] == "mark"
-    )
-    deleted_at = max(
-        r["time"] for _, r in reconciles(pair) if r["namespace"] == ns and r["action"] == "delete"
-    )
+    marked_at = min(r["time"] for r in records if r["action"] == "mark")
+    deleted_at = max(r["time"] for r in records if r["action"] == "delete")
     waited = (
         datetime.fromisoformat(deleted_at) - datetime.fromisoformat(marked_at)
     ).total_seconds()
