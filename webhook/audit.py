@@ -113,15 +113,22 @@ def line(record: AuditRecord) -> bytes:
     return dumps(record) + b"\n"
 
 
-class StreamSink:
+class LineSink:
+    """A sink whose one way of writing is ``write_lines``: a record is written as its line."""
+
+    def write(self, record: AuditRecord) -> None:
+        self.write_lines(line(record))
+
+    def write_lines(self, data: bytes) -> None:
+        raise NotImplementedError
+
+
+class StreamSink(LineSink):
     """JSON lines to a stream (stdout by default), one write per call: lines never interleave."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream
         self._lock = threading.Lock()
-
-    def write(self, record: AuditRecord) -> None:
-        self.write_lines(line(record))
 
     def write_lines(self, data: bytes) -> None:
         stream = self._stream or sys.stdout
@@ -130,15 +137,12 @@ class StreamSink:
             stream.flush()
 
 
-class FileSink:
+class FileSink(LineSink):
     """Appends JSON lines to a file (opened per call: survives log rotation by rename)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-
-    def write(self, record: AuditRecord) -> None:
-        self.write_lines(line(record))
 
     def write_lines(self, data: bytes) -> None:
         with self._lock, self.path.open("ab") as fh:
@@ -156,12 +160,9 @@ class MemorySink:
         self.records.extend(orjson.loads(text) for text in data.splitlines())
 
 
-class FanOut:
+class FanOut(LineSink):
     def __init__(self, sinks: Iterable[Sink]) -> None:
         self.sinks = tuple(sinks)
-
-    def write(self, record: AuditRecord) -> None:
-        self.write_lines(line(record))
 
     def write_lines(self, data: bytes) -> None:
         """Every sink gets the lines even when another one fails; the first failure is raised."""
@@ -184,7 +185,7 @@ INTERVAL = 0.05
 DROP_LOG_SECONDS = 10.0
 
 
-class BackgroundSink:
+class BackgroundSink(LineSink):
     """Hands records to a writer thread, so that no admission waits for stdout or a disk.
 
     ``podium serve`` writes audit lines to stdout, a pipe the container runtime drains; when it
@@ -217,12 +218,9 @@ class BackgroundSink:
         self._thread = threading.Thread(target=self._run, name="podium-audit", daemon=True)
         self._thread.start()
 
-    def write(self, record: AuditRecord) -> None:
-        # Serialized here, a little at every admission, rather than a whole batch at once in the
-        # thread while it holds the GIL.
-        self.write_lines(line(record))
-
     def write_lines(self, data: bytes) -> None:
+        # ``write`` serializes here, a little at every admission, rather than a whole batch at
+        # once in the thread while it holds the GIL.
         if self._closed:  # nothing left to hand it to: write it here
             self._inner.write_lines(data)
         elif len(self._queue) >= self._backlog:
