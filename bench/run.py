@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report, scale, servers, workload
-from webhook import certs
+from webhook.ops import certs
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "load.lua"

@@ -20,9 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench import workload
-from webhook import cache, engine, reviews
-from webhook.settings import Settings
-from webhook.snapshot import Snapshot
+from webhook.core import engine, reviews
+from webhook.core.settings import Settings
+from webhook.core.view import Snapshot
+from webhook.kube import cache
 
 RESOURCES = {(r.api_version, r.kind): r for r in cache.WATCHED}
 

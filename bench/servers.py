@@ -32,10 +32,11 @@ import orjson
 import uvicorn
 
 from bench import workload
-from webhook import admission, audit, effects, engine, labels, reviews, server, tls
-from webhook.metrics import Metrics
-from webhook.settings import Settings
-from webhook.snapshot import Snapshot
+from webhook.core import engine, labels, reviews
+from webhook.core.settings import Settings
+from webhook.core.view import Snapshot
+from webhook.serve import admission, audit, effects, server, tls
+from webhook.serve.metrics import Metrics
 
 ZONE = "zone-b"
 

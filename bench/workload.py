@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from webhook import labels, reviews
+from webhook.core import labels, reviews
 
 ZONE_LABEL = labels.ZONE_LABEL
 NS = "ml-team"

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.e2e.cluster import ZONES, LocalCluster, crd_files  # noqa: E402
 from tests.e2e.podium import Podium  # noqa: E402
-from webhook import audit  # noqa: E402
+from webhook.serve import audit  # noqa: E402
 
 NS = "ml-team"
 console = Console(width=160)

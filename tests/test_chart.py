@@ -21,7 +21,7 @@ import yaml
 
 from tests import schemas
 from tests.test_manifests import by_key, key, kubectl, render
-from webhook.settings import NoFit, Placement, PolicyMode, Settings
+from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "podium"

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook import certs, tls
+from webhook.ops import certs
+from webhook.serve import tls
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -305,15 +306,15 @@ def build_context(destination: Path) -> list[str]:
     [
         ("pyproject.toml", True),
         ("README.md", True),
-        ("webhook/certs.py", True),
-        ("webhook/adapters/__init__.py", True),
+        ("webhook/ops/certs.py", True),
+        ("webhook/core/adapters/__init__.py", True),
         ("webhook/__pycache__/certs.cpython-311.pyc", False),
-        ("webhook/adapters/__pycache__/x.pyc", False),
+        ("webhook/core/adapters/__pycache__/x.pyc", False),
         ("certs/tls.key", False),
         ("certs/ca-key.pem", False),
         (".git/config", False),
         (".venv/bin/python", False),
-        ("tests/test_certs.py", False),
+        ("tests/ops/test_certs.py", False),
         ("Dockerfile", False),
     ],
 )
@@ -397,7 +398,7 @@ def image(tmp_path_factory: pytest.TempPathFactory, stages: list[Stage]) -> Iter
 
 def test_the_build_context_holds_what_the_build_needs_and_nothing_else(tmp_path: Path) -> None:
     sent = build_context(tmp_path)
-    assert {"pyproject.toml", "README.md", "webhook/__init__.py", "webhook/cli.py"} <= set(sent)
+    assert {"pyproject.toml", "README.md", "webhook/__init__.py", "webhook/ops/cli.py"} <= set(sent)
     assert all(p in ("pyproject.toml", "README.md") or p.startswith("webhook/") for p in sent)
     assert not any(p.endswith((".pem", ".key", ".pyc")) for p in sent)
 
@@ -415,7 +416,11 @@ def test_the_wheels_need_no_compiler(image: Path) -> None:
 
 def test_the_installed_image_imports_podium(image: Path) -> None:
     result = subprocess.run(
-        [str(image / "python"), "-c", "import webhook, webhook.certs, webhook.tls; print('ok')"],
+        [
+            str(image / "python"),
+            "-c",
+            "import webhook, webhook.ops.certs, webhook.serve.tls; print('ok')",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -430,7 +435,7 @@ def test_the_image_carries_compiled_bytecode(image: Path) -> None:
     # The root file system is read-only in the cluster: Python cannot cache bytecode at run time,
     # so without .pyc files from the install every start would compile the Kubernetes client.
     site = next((image.parent / "lib").glob("python3.11/site-packages"))
-    for module in ("webhook/certs", "webhook/tls", "kubernetes/client/api_client"):
+    for module in ("webhook/ops/certs", "webhook/serve/tls", "kubernetes/client/api_client"):
         source = site / f"{module}.py"
         compiled = source.parent / "__pycache__" / f"{source.stem}.cpython-311.pyc"
         assert compiled.is_file(), compiled

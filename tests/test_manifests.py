@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from tests import schemas
-from webhook import cache
-from webhook.settings import Settings
+from webhook.core.settings import Settings
+from webhook.kube import cache
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"

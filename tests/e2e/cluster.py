@@ -48,7 +48,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import config as kube_config
 
-from webhook import certs
+from webhook.ops import certs
 
 __all__ = [
     "CRD_DIR",
@@ -91,7 +91,7 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
 )
 
 # Metadata for everything, Request for pods (so a mutating webhook's JSON patch shows up as the
-# "patch.webhook.admission.k8s.io/..." audit annotation), nothing for the chatter of leases,
+# "patch.webhook.serve.admission.k8s.io/..." audit annotation), nothing for the chatter of leases,
 # events and health probes.
 AUDIT_POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",

@@ -70,7 +70,7 @@ class Podium:
         args = [
             sys.executable,
             "-m",
-            "webhook.cli",
+            "webhook.ops.cli",
             "serve",
             "--host",
             "127.0.0.1",
@@ -203,7 +203,7 @@ def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, An
         [
             sys.executable,
             "-m",
-            "webhook.cli",
+            "webhook.ops.cli",
             "doctor",
             "--kubeconfig",
             str(cluster.kubeconfig),

@@ -13,8 +13,8 @@ The only replica SIGKILLed in the middle of a 500-pod burst and restarted: every
 either pinned to the job's one zone or reported by `podium doctor` as not-pinned. Last, the
 CiliumNetworkPolicy CRD deleted live: the pod is pinned with a warning; the CRD is re-installed.
 
-Covered elsewhere: the policy CRD missing (tests/test_admission.py, InMemoryApi(missing_kinds));
-the certificate rotated under load (tests/test_tls.py::test_rotation_under_load_fails_no_request,
+Covered elsewhere: the policy CRD missing (tests/serve/test_admission.py, InMemoryApi(missing_kinds));
+the certificate rotated under load (tests/serve/test_tls.py::test_rotation_under_load_fails_no_request,
 uvicorn on a real socket, no failed request).
 """
 
@@ -39,9 +39,10 @@ import pytest
 import yaml
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook import admission, audit, effects, reviews
-from webhook.settings import Settings
-from webhook.snapshot import Snapshot
+from webhook.core import reviews
+from webhook.core.settings import Settings
+from webhook.core.view import Snapshot
+from webhook.serve import admission, audit, effects
 
 from .cluster import CRD_DIR, ApiError, LocalCluster
 from .faultproxy import FaultProxy

@@ -1,0 +1,497 @@
+"""The pure decision: guards, each zone branch (a)–(e), the mutation and the objects it asks for."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.builders import PodBuilder, namespace, node
+from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
+from webhook.core import engine, labels, records, reviews
+from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
+from webhook.core.view import Snapshot
+
+SETTINGS = Settings()
+
+
+def request_for(pod: dict[str, Any], **overrides: Any) -> reviews.Request:
+    doc = reviews.review_for_pod(pod)
+    doc["request"]["namespace"] = pod["metadata"]["namespace"]
+    doc["request"].update(overrides)
+    return reviews.from_document(doc)
+
+
+def decide(
+    pod: dict[str, Any],
+    objects: list[dict[str, Any]],
+    now: datetime,
+    settings: Settings = SETTINGS,
+    **overrides: Any,
+) -> engine.Decision:
+    view = Snapshot.from_objects(objects, zone_label=settings.zone_label)
+    return engine.decide(request_for(pod, **overrides), view, settings, now=now)
+
+
+def zone_terms(pod: Any) -> list[Any]:
+    return pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+
+
+def zone_expr(zone: str) -> dict[str, Any]:
+    return {"key": labels.ZONE_LABEL, "operator": "In", "values": [zone]}
+
+
+# -- guards ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"operation": "UPDATE"}, "not-a-pod-creation"),
+        ({"operation": "DELETE"}, "not-a-pod-creation"),
+        ({"subResource": "binding"}, "not-a-pod-creation"),
+        ({"kind": {"group": "", "version": "v1", "kind": "ConfigMap"}}, "not-a-pod-creation"),
+        ({"namespace": "kube-system"}, "excluded-namespace"),
+        ({"namespace": "podium-system"}, "excluded-namespace"),
+        ({"namespace": "sandbox"}, "namespace-not-enabled"),
+        ({"namespace": "unknown-ns"}, "namespace-not-enabled"),
+    ],
+)
+def test_guards_leave_pod_alone(overrides: dict[str, Any], reason: str, now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, **overrides)
+    assert (decision.outcome, decision.reason, decision.patch, decision.effects) == (
+        "skipped",
+        reason,
+        [],
+        (),
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reason"),
+    [(labels.MIRROR_POD, "mirror-pod"), (labels.SKIP, "skip-annotation")],
+)
+def test_pod_annotations_skip(annotation: str, reason: str, now: datetime) -> None:
+    pj = pytorchjob()
+    pod = pytorch_pod(pj).annotate(annotation, "true").obj()
+    decision = decide(pod, base_cluster(pj), now)
+    assert (decision.outcome, decision.reason, decision.patch) == ("skipped", reason, [])
+
+
+def test_job_skip_annotation(now: datetime) -> None:
+    pj = pytorchjob(annotations={labels.SKIP: "true"})
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    assert (decision.outcome, decision.reason, decision.patch) == (
+        "skipped",
+        "job-skip-annotation",
+        [],
+    )
+
+
+def test_non_training_pod_is_untouched(now: datetime) -> None:
+    pod = PodBuilder(NS, generate_name="web-").obj()
+    decision = decide(pod, base_cluster(), now)
+    assert (decision.outcome, decision.reason, decision.patch) == (
+        "skipped",
+        "not-a-training-pod",
+        [],
+    )
+
+
+def test_non_training_pod_loses_a_forged_job_label(now: datetime) -> None:
+    pod = PodBuilder(NS, generate_name="web-").label(labels.JOB, "someone-elses-job").obj()
+    decision = decide(pod, base_cluster(), now)
+    assert decision.patch == [{"op": "remove", "path": "/metadata/labels/podium.dev~1job"}]
+    assert decision.warnings
+
+
+# -- (a) recorded ----------------------------------------------------------------------------
+
+
+def test_a_recorded_zone_wins_over_capacity(now: datetime) -> None:
+    pj = pytorchjob()
+    first = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    assert first.zone == "zone-c" and first.record is not None
+    # Capacity changed meanwhile: zone-c is now full. The record still decides.
+    busy = [PodBuilder("other", name=f"hog-{i}").gpus(8).bound(f"c-{i}").obj() for i in range(8)]
+    later = decide(
+        pytorch_pod(pj, "worker", 2).obj(), [*base_cluster(pj), *busy, first.record], now
+    )
+    assert (later.zone, later.reason) == ("zone-c", "recorded")
+    assert later.record is None  # it exists already
+
+
+def test_a_record_of_another_gang_is_ignored(now: datetime) -> None:
+    pj = pytorchjob()
+    first = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    assert first.record is not None
+    forged = {**first.record, "data": {**first.record["data"], "gang": "other", "zone": "zone-a"}}
+    decision = decide(pytorch_pod(pj).obj(), [*base_cluster(pj), forged], now)
+    assert decision.reason == "best-fit"
+
+
+# -- (b) placed members ----------------------------------------------------------------------
+
+
+def test_b_coordinator_zone_wins(now: datetime) -> None:
+    pj = pytorchjob()
+    master = pytorch_pod(pj, "master").bound("b-1").obj()
+    worker = pytorch_pod(pj, "worker", 1).bound("c-1").obj()
+    decision = decide(pytorch_pod(pj, "worker", 2).obj(), base_cluster(pj, master, worker), now)
+    assert (decision.zone, decision.reason) == ("zone-b", "coordinator-placed")
+    assert decision.warnings == (
+        "pods of this job already run in several zones (zone-b: 1, zone-c: 1)",
+    )
+
+
+def test_b_members_zone_without_coordinator(now: datetime) -> None:
+    pj = pytorchjob()
+    w1 = pytorch_pod(pj, "worker", 1).bound("a-1").obj()
+    decision = decide(pytorch_pod(pj, "master").obj(), base_cluster(pj, w1), now)
+    assert (decision.zone, decision.reason) == ("zone-a", "members-placed")
+
+
+def test_b_ignores_pods_of_an_older_job_with_the_same_name(now: datetime) -> None:
+    old = pytorchjob()
+    new = pytorchjob()  # same name, new UID
+    stale = pytorch_pod(old, "master").bound("a-1").obj()
+    decision = decide(pytorch_pod(new).obj(), base_cluster(new, stale), now)
+    assert decision.reason == "best-fit"
+
+
+def test_b_ignores_finished_members(now: datetime) -> None:
+    pj = pytorchjob()
+    done = pytorch_pod(pj, "master").bound("a-1", phase="Succeeded").obj()
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj, done), now)
+    assert decision.reason == "best-fit"
+
+
+# -- (c) the pod's own constraint ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "constrain",
+    [
+        lambda b: b.node_selector(labels.ZONE_LABEL, "zone-a"),
+        lambda b: b.affinity_terms({"matchExpressions": [zone_expr("zone-a")]}),
+    ],
+    ids=["nodeSelector", "affinity"],
+)
+def test_c_single_zone_constraint_is_adopted(constrain: Any, now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(constrain(pytorch_pod(pj)).obj(), base_cluster(pj), now)
+    assert (decision.zone, decision.reason) == ("zone-a", "pod-constraint")
+
+
+def test_c_multi_zone_constraint_narrows_capacity_choice(now: datetime) -> None:
+    pj = pytorchjob(workers=0)  # 8 GPUs fit anywhere
+    pod = pytorch_pod(pj).affinity_terms(
+        {
+            "matchExpressions": [
+                {"key": labels.ZONE_LABEL, "operator": "In", "values": ["zone-b", "zone-c"]}
+            ]
+        }
+    )
+    decision = decide(pod.obj(), base_cluster(pj), now)
+    assert (decision.zone, decision.reason) == ("zone-b", "best-fit")
+
+
+# -- (d) capacity ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("workers", "placement", "zone"),
+    [
+        (0, Placement.BEST_FIT, "zone-a"),  # 8 GPUs: tightest is the 8-GPU zone
+        (1, Placement.BEST_FIT, "zone-b"),  # 16
+        (3, Placement.BEST_FIT, "zone-c"),  # 32: only the 64-GPU zone
+        (0, Placement.MOST_FREE, "zone-c"),
+    ],
+)
+def test_d_whole_gang_fits(workers: int, placement: Placement, zone: str, now: datetime) -> None:
+    pj = pytorchjob(workers=workers)
+    settings = dataclasses.replace(SETTINGS, placement=placement)
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, settings)
+    assert (decision.zone, decision.reason) == (zone, str(placement))
+    assert [c.fits for c in decision.capacity] == [workers == 0, workers <= 1, True]
+
+
+def test_d_ties_break_by_zone_name(now: datetime) -> None:
+    pj = pytorchjob(workers=0)
+    cluster = [namespace(NS), pj, node("y-1", "zone-y"), node("x-1", "zone-x")]
+    assert decide(pytorch_pod(pj).obj(), cluster, now).zone == "zone-x"
+
+
+def test_d_counts_only_nodes_the_pod_may_use(now: datetime) -> None:
+    pj = pytorchjob(workers=1)  # 16 GPUs
+    cluster = [
+        namespace(NS),
+        pj,
+        node("a-1", "zone-a"),
+        node("a-2", "zone-a", unschedulable=True),
+        node("b-1", "zone-b"),
+        node("b-2", "zone-b", ready=False),
+        node("c-1", "zone-c"),
+        node("c-2", "zone-c", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+        node("d-1", "zone-d"),
+        node("d-2", "zone-d", labels={"pool": "other"}),
+        node("e-1", "zone-e"),
+        node("e-2", "zone-e", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+    ]
+    pod = pytorch_pod(pj).spec(tolerations=[{"key": "gpu", "operator": "Exists"}])
+    pod.affinity_terms(
+        {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["other"]}]}
+    )
+    decision = decide(pod.obj(), cluster, now)
+    fits = {c.zone: c.fits for c in decision.capacity}
+    assert fits == {
+        "zone-a": False,
+        "zone-b": False,
+        "zone-c": True,
+        "zone-d": False,
+        "zone-e": True,
+    }
+    assert decision.zone == "zone-c"
+
+
+def test_d_subtracts_running_pods_and_packs_per_node(now: datetime) -> None:
+    pj = pytorchjob(workers=1)  # two 8-GPU pods
+    # zone-b has 16 GPUs free in total but only as 4+4+4+4: no node holds an 8-GPU pod.
+    cluster = [
+        namespace(NS),
+        pj,
+        *[node(f"b-{i}", "zone-b") for i in range(4)],
+        node("c-1", "zone-c", gpus=16),
+    ]
+    hogs = [PodBuilder("other", name=f"h{i}").gpus(4).bound(f"b-{i}").obj() for i in range(4)]
+    done = PodBuilder("other", name="done").gpus(16).bound("c-1", phase="Succeeded").obj()
+    decision = decide(pytorch_pod(pj).obj(), [*cluster, *hogs, done], now)
+    assert [(c.zone, c.free["nvidia.com/gpu"], c.fits) for c in decision.capacity] == [
+        ("zone-b", 16, False),
+        ("zone-c", 16, True),
+    ]
+
+
+def test_d_reservations_of_recent_decisions_count_as_taken(now: datetime) -> None:
+    first_job, second_job = pytorchjob("first", workers=1), pytorchjob("second", workers=1)
+    first = decide(pytorch_pod(first_job).obj(), base_cluster(first_job, second_job), now)
+    assert first.zone == "zone-b" and first.record is not None
+    # The first job's pods are not bound yet: its 16 GPUs in zone-b are reserved.
+    second = decide(
+        pytorch_pod(second_job).obj(), base_cluster(first_job, second_job, first.record), now
+    )
+    assert second.zone == "zone-c"
+    # Long after, an unbound old decision no longer reserves anything.
+    later = now + timedelta(seconds=SETTINGS.reservation_seconds + 1)
+    third = decide(
+        pytorch_pod(second_job).obj(), base_cluster(first_job, second_job, first.record), later
+    )
+    assert third.zone == "zone-b"
+
+
+def test_d_demand_falls_back_to_world_size(now: datetime) -> None:
+    pj = pytorchjob(workers=3)
+    pod = pytorch_pod(pj).env("WORLD_SIZE", "4").obj()
+    decision = decide(pod, base_cluster(), now)  # the job object is not in the view
+    assert decision.gang is not None and decision.gang.demand_source == "env"
+    assert decision.zone == "zone-c"
+
+
+# -- (e) no zone fits ------------------------------------------------------------------------
+
+
+def test_e_no_fit_pins_to_most_free_and_warns(now: datetime) -> None:
+    pj = pytorchjob(workers=15)  # 128 GPUs
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    assert (decision.outcome, decision.zone, decision.reason) == (
+        "pinned",
+        "zone-c",
+        "no-fit-most-free",
+    )
+    assert (
+        "no zone has room for the whole job (128 nvidia.com/gpu for 16 pod(s))"
+        in decision.warnings[0]
+    )
+
+
+def test_e_no_fit_unpinned_when_configured(now: datetime) -> None:
+    pj = pytorchjob(workers=15)
+    settings = dataclasses.replace(SETTINGS, no_fit=NoFit.UNPINNED)
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, settings)
+    assert (decision.outcome, decision.zone, decision.reason) == (
+        "unpinned",
+        None,
+        "no-fit-unpinned",
+    )
+    after = decision.patched
+    assert after is not None and "affinity" not in after["spec"]
+    assert after["metadata"]["labels"][labels.JOB] == pj["metadata"]["uid"]  # still in its policy
+
+
+def test_no_usable_zone_at_all(now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(pytorch_pod(pj).obj(), [namespace(NS), pj, node("n", None)], now)
+    assert (decision.outcome, decision.reason) == ("unpinned", "no-zones")
+
+
+# -- the mutation and objects ----------------------------------------------------------------
+
+
+def test_pinned_pod_whole(now: datetime) -> None:
+    pj = pytorchjob()
+    pod = pytorch_pod(pj, "master").label(labels.JOB, "forged").obj()
+    decision = decide(pod, base_cluster(pj), now)
+    name = labels.object_name("PyTorchJob", "llama", pj["metadata"]["uid"])
+    expected = {
+        **pod,
+        "metadata": {
+            **pod["metadata"],
+            "labels": {**pod["metadata"]["labels"], labels.JOB: pj["metadata"]["uid"]},
+            "annotations": {labels.ZONE: "zone-c", labels.REASON: "best-fit", labels.POLICY: name},
+        },
+        "spec": {
+            **pod["spec"],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [zone_expr("zone-c")]}]
+                    }
+                }
+            },
+        },
+    }
+    assert decision.patched == expected
+    assert [m["kind"] for m in decision.effects] == ["ConfigMap", "CiliumNetworkPolicy"]
+    assert decision.audit_annotations() == {
+        "outcome": "pinned",
+        "reason": "best-fit",
+        "zone": "zone-c",
+        "job": "PyTorchJob/llama",
+        "policy": name,
+    }
+
+
+def test_zone_is_added_to_every_term(now: datetime) -> None:
+    pj = pytorchjob(workers=0)
+    pod = pytorch_pod(pj).affinity_terms(
+        {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a-1"]}]},
+    )
+    cluster = [namespace(NS), pj, node("a-1", "zone-a", labels={"gpu": "a100"})]
+    decision = decide(pod.obj(), cluster, now)
+    assert decision.patched is not None
+    assert zone_terms(decision.patched) == [
+        {
+            "matchExpressions": [
+                {"key": "gpu", "operator": "In", "values": ["a100"]},
+                zone_expr("zone-a"),
+            ]
+        },
+        {
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a-1"]}],
+            "matchExpressions": [zone_expr("zone-a")],
+        },
+    ]
+
+
+def test_reinvocation_yields_an_empty_patch(now: datetime) -> None:
+    pj = pytorchjob()
+    first = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    assert first.patched is not None and first.record is not None
+    again = decide(first.patched, [*base_cluster(pj), first.record], now)
+    assert again.patch == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [
+        (PolicyMode.CILIUM, "CiliumNetworkPolicy"),
+        (PolicyMode.KUBERNETES, "NetworkPolicy"),
+        (PolicyMode.NONE, None),
+    ],
+)
+def test_policy_mode(mode: PolicyMode, kind: str | None, now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, Settings(policy_mode=mode))
+    assert (decision.policy or {}).get("kind") == kind
+    assert decision.patched is not None
+    assert (labels.POLICY in decision.patched["metadata"]["annotations"]) == (kind is not None)
+
+
+def test_existing_policy_is_not_asked_for_again(now: datetime) -> None:
+    pj = pytorchjob()
+    first = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    assert first.policy is not None and first.record is not None
+    again = decide(
+        pytorch_pod(pj, "worker", 1).obj(), [*base_cluster(pj), first.record, first.policy], now
+    )
+    assert again.effects == ()
+
+
+def test_host_network_pods_get_a_warning(now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(pytorch_pod(pj).host_network().obj(), base_cluster(pj), now)
+    assert engine.HOST_NETWORK_WARNING in decision.warnings
+    assert decision.outcome == "pinned"
+
+
+def test_record_carries_the_decision(now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    record = records.read_record(decision.record, pj["metadata"]["uid"])
+    assert record == records.Record(
+        zone="zone-c",
+        reason="best-fit",
+        gang=pj["metadata"]["uid"],
+        decided_at="2026-11-29T12:00:00+00:00",
+        demand={"nvidia.com/gpu": 32, "pods": 4},
+    )
+    assert decision.record is not None
+    assert decision.record["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": "llama",
+            "uid": pj["metadata"]["uid"],
+            "controller": False,
+            "blockOwnerDeletion": False,
+        }
+    ]
+
+
+# -- updates: podium's label is podium's ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "denied"),
+    [
+        (None, "job-b", True),  # added afterwards: would walk into job-b's policy
+        ("job-a", "job-b", True),  # moved into another job's policy
+        ("job-a", None, True),  # removed: would leave its own job's policy
+        ("job-a", "job-a", False),
+        (None, None, False),
+    ],
+)
+def test_update_of_the_trusted_label_is_denied(
+    old: str | None, new: str | None, denied: bool, now: datetime
+) -> None:
+    def with_label(value: str | None) -> dict[str, Any]:
+        builder = PodBuilder(NS, name="p").label("app", "x")
+        if value is not None:
+            builder.label(labels.JOB, value)
+        return builder.obj()
+
+    doc = reviews.review_for_pod(with_label(new))
+    doc["request"].update(operation="UPDATE", oldObject=with_label(old))
+    view = Snapshot.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
+    decision = engine.decide(reviews.from_document(doc), view, SETTINGS, now=now)
+    assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)
+    assert decision.patch == [] and decision.effects == ()
+    if denied:
+        assert decision.reason == "trusted-label-changed"
+        assert f"({old!r} → {new!r})" in (decision.denial or "")

@@ -1,0 +1,211 @@
+"""The patch podium writes by hand is exactly the change it makes: for arbitrary pods, applying
+it with ``jsonpatch`` (as the apiserver applies it) gives the pod ``mutation`` returns, it touches
+nothing else, the pod before is never changed, and a pod already pinned gets an empty patch."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook.core import labels, mutation
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+keys = st.sampled_from(
+    ["app", labels.JOB, labels.ZONE, labels.REASON, "a/b", "x~y", "~1", "", "k8s.io/name"]
+)
+string_maps = st.one_of(st.none(), st.dictionaries(keys, st.text(max_size=5), max_size=4))
+expr = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from([ZONE_KEY, "gpu", "a/b"]),
+        "operator": st.sampled_from(["In", "NotIn", "Exists"]),
+        "values": st.lists(st.sampled_from(["zone-a", "zone-b", "x"]), max_size=2),
+    }
+)
+term = st.fixed_dictionaries(
+    {},
+    optional={
+        "matchExpressions": st.one_of(st.none(), st.lists(expr, max_size=3)),
+        "matchFields": st.lists(expr, max_size=1),
+    },
+)
+node_affinity = st.fixed_dictionaries(
+    {},
+    optional={
+        "requiredDuringSchedulingIgnoredDuringExecution": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {}, optional={"nodeSelectorTerms": st.one_of(st.none(), st.lists(term, max_size=3))}
+            ),
+        ),
+        "preferredDuringSchedulingIgnoredDuringExecution": st.lists(
+            st.fixed_dictionaries({"weight": st.integers(1, 100), "preference": term}), max_size=1
+        ),
+    },
+)
+affinity = st.fixed_dictionaries(
+    {},
+    optional={
+        "nodeAffinity": st.one_of(st.none(), node_affinity),
+        "podAntiAffinity": st.just({"requiredDuringSchedulingIgnoredDuringExecution": []}),
+    },
+)
+pods = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": st.fixed_dictionaries(
+            {"name": st.just("p")}, optional={"labels": string_maps, "annotations": string_maps}
+        ),
+        "spec": st.fixed_dictionaries(
+            {"containers": st.just([{"name": "c", "image": "i"}])},
+            optional={"affinity": st.one_of(st.none(), affinity)},
+        ),
+    },
+)
+annotations = st.dictionaries(
+    st.sampled_from([labels.ZONE, labels.REASON, labels.POLICY]), st.text(max_size=4), min_size=1
+)
+zones = st.one_of(st.none(), st.sampled_from(["zone-a", "zone-b"]))
+
+
+def _pin(pod: dict[str, Any], zone: str | None, notes: dict[str, str]) -> mutation.Mutation:
+    return mutation.pin(pod, zone=zone, gang_key="uid-1", zone_label=ZONE_KEY, annotations=notes)
+
+
+def _without(doc: dict[str, Any], *paths: tuple[str, ...]) -> dict[str, Any]:
+    """``doc`` with the members at ``paths`` dropped, and then every parent on those paths that
+    is left empty or null (so a pod without labels compares equal to one with only podium's)."""
+    out = copy.deepcopy(doc)
+    for path in paths:
+        chain = [out]
+        for key in path[:-1]:
+            chain.append(chain[-1].get(key) if isinstance(chain[-1], dict) else None)
+        if isinstance(chain[-1], dict):
+            chain[-1].pop(path[-1], None)
+        for parent, key in reversed(list(zip(chain[:-1], path[:-1], strict=True))):
+            if isinstance(parent, dict) and parent.get(key) in (None, {}):
+                parent.pop(key, None)
+    return out
+
+
+def _assert_no_redundant_operation(patch: list[dict[str, Any]]) -> None:
+    """No operation writes at or below a path an earlier one already set whole."""
+    written: list[str] = []
+    for op in patch:
+        path = op["path"]
+        assert not any(path == w or path.startswith(w + "/") for w in written), patch
+        if op["op"] in ("add", "replace"):
+            written.append(path)
+
+
+@settings(max_examples=400)
+@given(pods, zones, annotations)
+def test_the_patch_applied_gives_the_pinned_pod(
+    pod: dict[str, Any], zone: str | None, notes: dict[str, str]
+) -> None:
+    before = copy.deepcopy(pod)
+    after, patch = _pin(pod, zone, notes)
+    assert pod == before, "the pod before must not be changed"
+    assert jsonpatch.apply_patch(pod, patch) == after
+    _assert_no_redundant_operation(patch)
+    assert after["metadata"]["labels"][labels.JOB] == "uid-1"
+    assert notes.items() <= after["metadata"]["annotations"].items()
+    if zone is not None:
+        terms = after["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        wanted = {"key": ZONE_KEY, "operator": "In", "values": [zone]}
+        assert terms and all(wanted in t["matchExpressions"] for t in terms)
+    # Nothing but podium's label, its annotations and the affinity changed.
+    touched = [
+        ("metadata", "labels", labels.JOB),
+        *(("metadata", "annotations", k) for k in notes),
+        ("spec", "affinity"),
+    ]
+    assert _without(after, *touched) == _without(pod, *touched)
+
+
+@settings(max_examples=200)
+@given(pods, zones, annotations)
+def test_a_pinned_pod_pinned_again_gets_an_empty_patch(
+    pod: dict[str, Any], zone: str | None, notes: dict[str, str]
+) -> None:
+    once = _pin(pod, zone, notes).pod
+    assert _pin(once, zone, notes).patch == []
+
+
+@settings(max_examples=200)
+@given(pods)
+def test_the_trusted_label_is_removed_and_nothing_else(pod: dict[str, Any]) -> None:
+    before = copy.deepcopy(pod)
+    after, patch = mutation.without_trusted_label(pod)
+    assert pod == before
+    assert jsonpatch.apply_patch(pod, patch) == after
+    assert labels.JOB not in ((after.get("metadata") or {}).get("labels") or {})
+    assert _without(after, ("metadata", "labels", labels.JOB)) == _without(
+        pod, ("metadata", "labels", labels.JOB)
+    )
+    assert bool(patch) == (labels.JOB in ((pod.get("metadata") or {}).get("labels") or {}))
+
+
+def test_keys_are_escaped_and_existing_members_replaced() -> None:
+    pod = {"metadata": {"labels": {labels.JOB: "forged"}, "annotations": {}}, "spec": {}}
+    _, patch = _pin(pod, "zone-a", {labels.ZONE: "zone-a"})
+    assert patch == [
+        {"op": "replace", "path": "/metadata/labels/podium.dev~1job", "value": "uid-1"},
+        {"op": "add", "path": "/metadata/annotations/podium.dev~1zone", "value": "zone-a"},
+        {
+            "op": "add",
+            "path": "/spec/affinity",
+            "value": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": ZONE_KEY, "operator": "In", "values": ["zone-a"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    ]
+
+
+def test_a_pod_without_metadata_or_spec_gets_one_add_for_each() -> None:
+    _, patch = _pin({}, "zone-a", {labels.ZONE: "zone-a"})
+    assert [(op["op"], op["path"]) for op in patch] == [("add", "/metadata"), ("add", "/spec")]
+    assert patch[0]["value"] == {
+        "labels": {labels.JOB: "uid-1"},
+        "annotations": {labels.ZONE: "zone-a"},
+    }
+
+
+def test_an_affinity_the_pod_brought_is_extended_not_replaced() -> None:
+    expr = {"key": "gpu", "operator": "Exists"}
+    pod = {
+        "metadata": {"labels": {}},
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [expr]}]
+                    }
+                },
+                "podAntiAffinity": {"x": 1},
+            }
+        },
+    }
+    _, patch = _pin(pod, "zone-b", {labels.ZONE: "zone-b"})
+    assert patch[-1] == {
+        "op": "add",
+        "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
+        "/nodeSelectorTerms/0/matchExpressions/1",
+        "value": {"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]},
+    }

@@ -1,0 +1,45 @@
+"""Fixtures for the real-operator tests (docs/operators.md).
+
+They run only for the operators named in ``$PODIUM_E2E_OPERATORS`` (comma-separated build
+names, or ``all``): building all seven operators cold takes a long while, so they are opt-in.
+`operator_cluster` is a control plane of its own (the suite's ``local_cluster`` installs the
+shared CRDs, including a clashing MPIJob, and no operator); `operator_pool` starts operators on
+demand and stops them at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from ..cluster import ZONES, LocalCluster
+from ..conftest import controlplane_bin_dir
+from .runner import NAMES, OperatorPool
+
+ENV = "PODIUM_E2E_OPERATORS"
+
+
+def enabled_operators() -> frozenset[str]:
+    """The operators ``$PODIUM_E2E_OPERATORS`` asks to test."""
+    value = os.environ.get(ENV, "").strip()
+    if value in ("all", "1"):
+        return frozenset(NAMES)
+    return frozenset(v.strip() for v in value.split(",") if v.strip())
+
+
+@pytest.fixture(scope="session")
+def operator_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    bin_dir = controlplane_bin_dir()
+    with LocalCluster(bin_dir, tmp_path_factory.mktemp("operators-controlplane")) as cluster:
+        cluster.create_fake_nodes(ZONES)
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def operator_pool(
+    operator_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorPool]:
+    with OperatorPool(operator_cluster, tmp_path_factory.mktemp("operators")) as pool:
+        yield pool

@@ -1,0 +1,371 @@
+"""Submit a framework's example and record what the real operators made of it.
+
+`observe` applies the objects of a `Framework` in a namespace, waits until the operators have
+created its pods, and returns an `Observation`: the stored job, the intermediate objects, each
+pod as stored and as its controller sent it (the ``requestObject`` of the pod's create event in
+the apiserver audit log, i.e. before any mutating webhook), who created it, in which order, and
+its chain of controller owners up to the job. `fixture` turns that into the golden-file form.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cluster import ApiError, LocalCluster
+from .frameworks import Framework
+from .runner import Build
+
+__all__ = ["PODIUM_ENV", "Observation", "api_path", "fixture", "observe", "owner_chain"]
+
+#: The container env podium reads, captured for every pod.
+PODIUM_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LWS_GROUP_SIZE",
+    "LWS_LEADER_ADDRESS",
+    "LWS_WORKER_INDEX",
+)
+# Set by the scheduler's binding (PodTopologyLabels admission copies the node's labels).
+_BINDING_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+
+
+def api_path(api_version: str, kind: str, namespace: str | None, name: str = "") -> str:
+    """The REST path of a kind (plural = lower-case kind + "s", true of every kind here)."""
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    plural = kind.lower() + "s"
+    path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
+    return f"{path}/{name}" if name else path
+
+
+def _controller(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    for ref in obj["metadata"].get("ownerReferences", []):
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def owner_chain(cluster: LocalCluster, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The controller owners of ``obj``, nearest first, each as its ownerReference."""
+    chain: list[dict[str, Any]] = []
+    namespace = obj["metadata"].get("namespace")
+    current: Mapping[str, Any] | None = obj
+    while current is not None and (ref := _controller(current)) is not None:
+        chain.append(ref)
+        try:
+            current = cluster.request(
+                "GET", api_path(ref["apiVersion"], ref["kind"], namespace, ref["name"])
+            )
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            current = None
+    return chain
+
+
+@dataclass
+class Observation:
+    framework: Framework
+    namespace: str
+    submitted: list[dict[str, Any]]
+    job: dict[str, Any]
+    #: Stored pods, in creation order.
+    pods: list[dict[str, Any]]
+    #: pod name -> the body its controller POSTed (audit log requestObject).
+    created: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: pod name -> the user that created it.
+    creators: dict[str, str] = field(default_factory=dict)
+    #: pod name -> controller owners, nearest first.
+    owners: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: kind -> stored objects of that kind in the namespace.
+    intermediates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: seconds from submitting the job to each pod's create request, by pod name.
+    created_after: dict[str, float] = field(default_factory=dict)
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return next(p for p in self.pods if p["metadata"]["name"] == name)
+
+    def owner_kinds(self, name: str) -> list[str]:
+        return [ref["kind"] for ref in self.owners[name]]
+
+
+def _namespaced(obj: Mapping[str, Any], cluster: LocalCluster, namespace: str) -> dict[str, Any]:
+    obj = copy.deepcopy(dict(obj))
+    if not obj["kind"].startswith("Cluster"):
+        obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+def _list(cluster: LocalCluster, api_version: str, kind: str, namespace: str) -> list[Any]:
+    items: list[Any] = cluster.request("GET", api_path(api_version, kind, namespace))["items"]
+    for item in items:  # a list's items carry no kind
+        item.setdefault("apiVersion", api_version)
+        item.setdefault("kind", kind)
+    return sorted(items, key=lambda o: o["metadata"]["name"])
+
+
+def _parse_time(value: str) -> float:
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _create_events(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
+    events = [
+        e
+        for e in cluster.audit_events()
+        if e.get("verb") == "create"
+        and e.get("stage") == "ResponseComplete"
+        and (e.get("objectRef") or {}).get("resource") == "pods"
+        and not (e.get("objectRef") or {}).get("subresource")
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and (e.get("responseStatus") or {}).get("code") == 201
+        and e.get("requestObject")
+    ]
+    return sorted(events, key=lambda e: e["requestReceivedTimestamp"])
+
+
+def _subset(small: Mapping[str, Any] | None, big: Mapping[str, Any] | None) -> bool:
+    big = big or {}
+    return all(big.get(k) == v for k, v in (small or {}).items())
+
+
+def _matches(request: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Is ``request`` (a create body) the pod ``pod`` was made from?"""
+    want, have = request["metadata"], pod["metadata"]
+    if want.get("name"):
+        return bool(want["name"] == have["name"])
+    if not have["name"].startswith(want.get("generateName") or "\0"):
+        return False
+    uids = {r["uid"] for r in want.get("ownerReferences", [])}
+    return (
+        uids == {r["uid"] for r in have.get("ownerReferences", [])}
+        and _subset(want.get("labels"), have.get("labels"))
+        and _subset(want.get("annotations"), have.get("annotations"))
+    )
+
+
+def observe(
+    cluster: LocalCluster,
+    framework: Framework,
+    builds: Mapping[str, Build],
+    namespace: str,
+    *,
+    timeout: float = 180.0,
+    settle: float = 3.0,
+) -> Observation:
+    """Submit the framework's objects in ``namespace`` and wait for its pods to exist.
+
+    Waits until ``framework.pods`` pods exist and are bound to a node, then ``settle`` seconds
+    more (to see any extra pod the operator would still create), and records everything.
+    """
+    objects = [_namespaced(o, cluster, namespace) for o in framework.make(dict(builds))]
+    started = time.time()
+    for obj in objects:
+        cluster.apply(obj)
+    job_obj = objects[-1]
+    job_path = api_path(job_obj["apiVersion"], job_obj["kind"], namespace, job_obj["metadata"]["name"])
+
+    def pods() -> list[Any]:
+        items: list[Any] = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+        return items
+
+    def enough() -> bool:
+        items = pods()
+        return len(items) >= framework.pods and all(p["spec"].get("nodeName") for p in items)
+
+    cluster.wait_for(f"{framework.pods} pods of {framework.name} in {namespace}", enough, timeout=timeout)
+    time.sleep(settle)
+    stored = pods()
+    job = cluster.request("GET", job_path)
+
+    events = _create_events(cluster, namespace)
+    created: dict[str, dict[str, Any]] = {}
+    creators: dict[str, str] = {}
+    created_after: dict[str, float] = {}
+    order: dict[str, int] = {}
+    unclaimed = list(enumerate(events))
+    for pod in sorted(stored, key=lambda p: p["metadata"]["creationTimestamp"]):
+        name = pod["metadata"]["name"]
+        for position, (index, event) in enumerate(unclaimed):
+            if _matches(event["requestObject"], pod):
+                created[name] = event["requestObject"]
+                creators[name] = event["user"]["username"]
+                created_after[name] = round(
+                    _parse_time(event["requestReceivedTimestamp"]) - started, 3
+                )
+                order[name] = index
+                del unclaimed[position]
+                break
+    stored.sort(key=lambda p: (order.get(p["metadata"]["name"], 1 << 30), p["metadata"]["name"]))
+
+    intermediates = {
+        kind: _list(cluster, api_version, kind, namespace)
+        for api_version, kind in framework.intermediates
+    }
+    return Observation(
+        framework=framework,
+        namespace=namespace,
+        submitted=objects,
+        job=job,
+        pods=stored,
+        created=created,
+        creators=creators,
+        owners={p["metadata"]["name"]: owner_chain(cluster, p) for p in stored},
+        intermediates=intermediates,
+        created_after=created_after,
+    )
+
+
+# --- golden files -----------------------------------------------------------------------------
+
+_VOLATILE_METADATA = ("managedFields", "resourceVersion", "generation", "creationTimestamp")
+
+
+def _clean(obj: Mapping[str, Any], namespace: str, uids: Mapping[str, str]) -> Any:
+    """A copy without volatile fields, the run's namespace and UIDs replaced by placeholders."""
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str):
+            if value in uids:
+                return uids[value]
+            return value.replace(namespace, "NAMESPACE") if namespace in value else value
+        return value
+
+    result = walk(copy.deepcopy(dict(obj)))
+    metadata = result.get("metadata", {})
+    for key in _VOLATILE_METADATA:
+        metadata.pop(key, None)
+    return result
+
+
+def _env(pod: Mapping[str, Any]) -> dict[str, list[Any]]:
+    spec = pod.get("spec", {})
+    found: dict[str, list[Any]] = {}
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        entries = [e for e in container.get("env", []) if e["name"] in PODIUM_ENV]
+        if entries:
+            found[container["name"]] = entries
+    return found
+
+
+def _uids(observation: Observation) -> dict[str, str]:
+    """uid -> "UID(<Kind>/<name>)" for every object of the run."""
+    objects: list[Mapping[str, Any]] = [
+        observation.job,
+        *observation.pods,
+        *(o for items in observation.intermediates.values() for o in items),
+    ]
+    uids = {
+        o["metadata"]["uid"]: f"UID({o['kind'] if 'kind' in o else 'Pod'}/{o['metadata']['name']})"
+        for o in objects
+        if "uid" in o["metadata"]
+    }
+    for chain in observation.owners.values():
+        for ref in chain:
+            uids.setdefault(ref["uid"], f"UID({ref['kind']}/{ref['name']})")
+    return uids
+
+
+def fixture(
+    observation: Observation,
+    builds: Mapping[str, Build],
+    *,
+    kubernetes: str,
+    captured: str,
+) -> dict[str, Any]:
+    """The golden-file form of an observation (UIDs and the namespace made stable)."""
+    framework = observation.framework
+    namespace = observation.namespace
+    uids = _uids(observation)
+
+    def clean(obj: Mapping[str, Any]) -> Any:
+        return _clean(obj, namespace, uids)
+
+    pods: list[dict[str, Any]] = []
+    for index, pod in enumerate(observation.pods):
+        name = pod["metadata"]["name"]
+        labels = {
+            k: v for k, v in pod["metadata"].get("labels", {}).items() if k not in _BINDING_LABELS
+        }
+        entry: dict[str, Any] = {
+            "name": name,
+            "order": index,
+            "created_by": observation.creators.get(name),
+            "seconds_after_submit": observation.created_after.get(name),
+            "owner_chain": [
+                {k: ref[k] for k in ("apiVersion", "kind", "name") if k in ref}
+                for ref in observation.owners[name]
+            ],
+            "stored": {
+                "labels": labels,
+                "annotations": pod["metadata"].get("annotations", {}),
+                "ownerReferences": clean({"r": pod["metadata"].get("ownerReferences", [])})["r"],
+                "env": clean({"e": _env(pod)})["e"],
+                "schedulerName": pod["spec"].get("schedulerName"),
+                "hostname": pod["spec"].get("hostname"),
+                "subdomain": pod["spec"].get("subdomain"),
+            },
+            "created": clean(observation.created[name]) if name in observation.created else None,
+        }
+        pods.append(entry)
+    job = clean(observation.job)
+    job.pop("status", None)
+    return {
+        "framework": framework.name,
+        "operator": {
+            "name": framework.operator,
+            "module": builds[framework.operator].module,
+            "version": builds[framework.operator].version,
+        },
+        "also_running": [
+            {"name": n, "module": builds[n].module, "version": builds[n].version}
+            for n in framework.needs
+        ],
+        "kubernetes": kubernetes,
+        "captured": captured,
+        "source": framework.source,
+        "adaptations": list(framework.adaptations),
+        "notes": [
+            "pods[].created is the body the controller POSTed (apiserver audit requestObject):"
+            " what the first mutating webhook sees",
+            "pods[].stored is the pod after admission (other operators' pod webhooks applied),"
+            " without the zone/region labels the binding adds",
+            "UIDs are replaced by UID(<Kind>/<name>), the namespace by NAMESPACE",
+        ],
+        "submitted": [clean(o) for o in observation.submitted],
+        "job": job,
+        "intermediates": {
+            kind: [_strip_status(clean(o)) for o in items]
+            for kind, items in observation.intermediates.items()
+        },
+        "pods": pods,
+    }
+
+
+def _strip_status(obj: dict[str, Any]) -> dict[str, Any]:
+    obj.pop("status", None)
+    return obj
+
+
+def summarize(observation: Observation) -> Sequence[str]:
+    """One line per pod: name, owner chain, role labels (for logs and reports)."""
+    lines = []
+    for pod in observation.pods:
+        name = pod["metadata"]["name"]
+        chain = " -> ".join(f"{r['kind']}/{r['name']}" for r in observation.owners[name])
+        lines.append(f"{name}  [{chain}]  on {pod['spec'].get('nodeName')}")
+    return lines

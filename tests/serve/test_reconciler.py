@@ -1,0 +1,496 @@
+"""The reconciler (webhook/serve/reconciler.py):
+the pure plan as table tests, then the executor against
+the in-memory API twin (guarded writes, two-pass deletion, audit records, leadership)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.builders import PodBuilder
+from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
+from webhook.core import adapters, labels, policies
+from webhook.core.adapters.base import Gang
+from webhook.core.settings import PolicyMode, Settings
+from webhook.core.view import Snapshot
+from webhook.kube import kubeops
+from webhook.serve import audit, effects, reconciler
+from webhook.serve.reconciler import ORPHAN_SINCE, Action, Owned, Tuning
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+TUNING = Tuning(grace_seconds=120)
+OLD = (NOW - timedelta(minutes=10)).isoformat()
+YOUNG = (NOW - timedelta(seconds=5)).isoformat()
+
+
+def ago(seconds: float) -> str:
+    return (NOW - timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+@dataclasses.dataclass
+class World:
+    """A PyTorchJob with two admitted pods, and the record and policy podium made for it."""
+
+    job: dict[str, Any]
+    pods: list[dict[str, Any]]
+    gang: Gang
+    record: dict[str, Any]
+    policy: dict[str, Any]
+    settings: Settings = dataclasses.field(default_factory=Settings)
+
+    def view(self, *, job: bool = True, pods: bool = True) -> Snapshot:
+        objects = base_cluster(*([self.job] if job else []), *(self.pods if pods else []))
+        return Snapshot.from_objects(objects, zone_label=self.settings.zone_label)
+
+    def plan(
+        self,
+        *,
+        job: bool = True,
+        pods: bool = True,
+        records: list[dict[str, Any]] | None = None,
+        policies_: list[dict[str, Any]] | None = None,
+    ) -> list[Action]:
+        owned = Owned(
+            records=[self.record] if records is None else records,
+            policies=[self.policy] if policies_ is None else policies_,
+        )
+        return reconciler.plan(
+            self.view(job=job, pods=pods), self.settings, owned=owned, now=NOW, tuning=TUNING
+        )
+
+
+def stamp(obj: dict[str, Any], created: str, rv: str) -> dict[str, Any]:
+    obj["metadata"].update(creationTimestamp=created, resourceVersion=rv, uid=f"uid-{rv}")
+    return obj
+
+
+def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> World:
+    pj = pytorchjob(workers=1)
+    uid = pj["metadata"]["uid"]
+    pods = [
+        pytorch_pod(pj, rtype, 0)
+        .uid()
+        .label(labels.JOB, uid)
+        .annotate(labels.ZONE, "zone-c")
+        .annotate(labels.REASON, "best-fit")
+        .obj()
+        for rtype in ("master", "worker")
+    ]
+    settings = Settings(policy_mode=mode)
+    view = Snapshot.from_objects(base_cluster(pj, *pods), zone_label=settings.zone_label)
+    gang = adapters.recognise(pods[0], NS, view)
+    assert gang is not None
+    record = policies.build_record(
+        gang=gang, namespace=NS, zone="zone-c", reason="best-fit", detail="", decided_at=created
+    )
+    policy = policies.build_policy(gang=gang, namespace=NS, mode=PolicyMode.CILIUM)
+    assert policy is not None
+    return World(
+        pj, pods, gang, stamp(record, created, "11"), stamp(policy, created, "12"), settings
+    )
+
+
+@pytest.fixture
+def world() -> World:
+    return make_world()
+
+
+def marked(obj: dict[str, Any], since: str) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj["metadata"].setdefault("annotations", {})[ORPHAN_SINCE] = since
+    return obj
+
+
+def summary(actions: list[Action]) -> list[tuple[str, str, str]]:
+    return [(a.verb, a.reason, a.target[0]) for a in actions]
+
+
+# --- plan: healthy, missing, drifted --------------------------------------------------------
+
+
+def test_a_healthy_job_needs_nothing(world: World) -> None:
+    assert world.plan() == []
+
+
+def test_a_deleted_policy_is_recreated_exactly_as_admission_builds_it(world: World) -> None:
+    actions = world.plan(policies_=[])
+    assert summary(actions) == [("create", "missing-policy", "CiliumNetworkPolicy")]
+    expected = policies.build_policy(gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM)
+    assert actions[0].manifest == expected
+
+
+def test_a_deleted_record_is_recreated_with_the_zone_the_pods_were_pinned_to(
+    world: World,
+) -> None:
+    (action,) = world.plan(records=[])
+    assert (action.verb, action.reason) == ("create", "missing-record")
+    meta = action.manifest["metadata"]
+    assert meta == {k: v for k, v in world.record["metadata"].items() if k in meta}
+    assert set(meta) == {"name", "namespace", "labels", "ownerReferences"}
+    data = action.manifest["data"]
+    assert (data["zone"], data["reason"], data["gang"]) == ("zone-c", "best-fit", world.gang.key)
+    assert data["decidedAt"] == NOW.isoformat(timespec="seconds")
+
+
+def test_with_both_gone_the_pods_name_the_gang_and_both_are_rebuilt(world: World) -> None:
+    """Record and policy deleted while the job runs: podium's label on the pods names the gang,
+    their adapter names the job, and both objects come back as admission built them."""
+    actions = world.plan(records=[], policies_=[])
+    assert summary(actions) == [
+        ("create", "missing-record", "ConfigMap"),
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+    ]
+    record, policy = (a.manifest for a in actions)
+    assert (record["data"]["zone"], record["data"]["gang"]) == ("zone-c", world.gang.key)
+    assert record["metadata"]["ownerReferences"] == world.record["metadata"]["ownerReferences"]
+    assert policy == policies.build_policy(gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM)
+    assert {(a.owner["kind"], a.owner["uid"]) for a in actions} == {
+        ("PyTorchJob", world.job["metadata"]["uid"])
+    }
+
+
+def test_with_both_gone_and_the_job_gone_nothing_is_rebuilt(world: World) -> None:
+    assert world.plan(job=False, records=[], policies_=[]) == []
+
+
+def test_labelled_pods_no_adapter_recognises_rebuild_nothing(world: World) -> None:
+    lone = PodBuilder(NS, name="lone").uid().label(labels.JOB, world.gang.key).obj()
+    assert dataclasses.replace(world, pods=[lone]).plan(records=[], policies_=[]) == []
+
+
+EDITS: list[tuple[str, Callable[[dict[str, Any]], None], dict[str, Any]]] = [
+    (
+        "selector widened",
+        lambda s: s.update(endpointSelector={"matchLabels": {}}),
+        {"endpointSelector": {"matchLabels": {labels.JOB: "KEY"}}},
+    ),
+    (
+        "ingress opened to the world",
+        lambda s: s["ingress"].append({"fromEntities": ["world"]}),
+        {"ingress": [{"fromEndpoints": [{"matchLabels": {labels.JOB: "KEY"}}]}]},
+    ),
+    (
+        "deny rule added",
+        lambda s: s.update(egressDeny=[{"toEntities": ["all"]}]),
+        {"egressDeny": None},
+    ),
+    (
+        "default deny switched on",
+        lambda s: s["enableDefaultDeny"].update(ingress=True),
+        {"enableDefaultDeny": {"ingress": False}},
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "edit", "patch"), EDITS, ids=[e[0] for e in EDITS])
+def test_an_edited_policy_is_patched_back(
+    world: World,
+    what: str,
+    edit: Callable[[dict[str, Any]], None],
+    patch: dict[str, Any],
+) -> None:
+    edited = copy.deepcopy(world.policy)
+    edit(edited["spec"])
+    (action,) = world.plan(policies_=[edited])
+    assert (action.verb, action.reason) == ("repair", "policy-drifted")
+    key = world.gang.key
+    expected = {k: _fill(v, key) for k, v in patch.items()}
+    assert action.patch == {"metadata": {"resourceVersion": "12"}, "spec": expected}
+    assert kubeops._merge(edited, action.patch)["spec"] == world.policy["spec"]
+
+
+def _fill(value: Any, key: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _fill(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, key) for v in value]
+    return key if value == "KEY" else value
+
+
+def test_policy_mode_none_creates_no_policy() -> None:
+    w = make_world(PolicyMode.NONE)
+    assert w.plan(policies_=[]) == []
+
+
+def test_kubernetes_mode_recreates_a_network_policy() -> None:
+    w = make_world(PolicyMode.KUBERNETES)
+    actions = w.plan(policies_=[])
+    assert summary(actions) == [("create", "missing-policy", "NetworkPolicy")]
+
+
+# --- plan: orphans in two passes ------------------------------------------------------------
+
+ORPHANS = [
+    # (case, job exists, pods exist, created, mark on both objects, expected verb)
+    ("job gone, old objects: marked", False, True, OLD, None, ("mark", "job-gone")),
+    ("job gone, objects seconds old: in flight, left", False, False, YOUNG, None, None),
+    ("no pod ever persisted, old: marked", True, False, OLD, None, ("mark", "no-pods")),
+    ("no pod yet, record seconds old: left", True, False, YOUNG, None, None),
+    ("marked 60 s ago: waits out the grace", False, False, OLD, ago(60), None),
+    (
+        "marked 120 s ago, still orphaned: deleted",
+        False,
+        False,
+        OLD,
+        ago(120),
+        ("delete", "job-gone"),
+    ),
+    ("marked, pods still missing: deleted", True, False, OLD, ago(600), ("delete", "no-pods")),
+    ("marked, but the pods came: unmarked", True, True, OLD, ago(600), ("unmark", "adopted")),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "job", "pods", "created", "mark", "expected"), ORPHANS, ids=[o[0] for o in ORPHANS]
+)
+def test_orphans(
+    case: str,
+    job: bool,
+    pods: bool,
+    created: str,
+    mark: str | None,
+    expected: tuple[str, str] | None,
+) -> None:
+    w = make_world(created=created)
+    record, policy = w.record, w.policy
+    if mark:
+        record, policy = marked(record, mark), marked(policy, mark)
+    actions = w.plan(job=job, pods=pods, records=[record], policies_=[policy])
+    want = (
+        [] if expected is None else [(*expected, k) for k in ("ConfigMap", "CiliumNetworkPolicy")]
+    )
+    assert summary(actions) == want
+
+
+def test_a_mark_is_a_guarded_annotation(world: World) -> None:
+    actions = world.plan(job=False)
+    assert [a.patch for a in actions] == [
+        {"metadata": {"resourceVersion": rv, "annotations": {ORPHAN_SINCE: NOW.isoformat()}}}
+        for rv in ("11", "12")
+    ]
+
+
+def test_a_job_of_the_same_uid_in_another_namespace_does_not_keep_objects_alive(
+    world: World,
+) -> None:
+    moved = copy.deepcopy(world.job)
+    moved["metadata"]["namespace"] = "elsewhere"
+    w = dataclasses.replace(world, job=moved)
+    assert {a.reason for a in w.plan()} == {"job-gone"}
+
+
+def test_objects_without_a_gang_label_are_not_judged(world: World) -> None:
+    stray = copy.deepcopy(world.policy)
+    del stray["metadata"]["labels"][labels.JOB]
+    assert world.plan(job=False, records=[], policies_=[stray]) == []
+
+
+def test_pods_no_adapter_recognises_are_not_rebuilt_from(world: World) -> None:
+    """Pods with the label but no controller owner: alive, but nothing to build a policy from."""
+    lone = PodBuilder(NS, name="lone").uid().label(labels.JOB, world.gang.key).obj()
+    w = dataclasses.replace(world, pods=[lone])
+    assert w.plan(policies_=[]) == []
+
+
+# --- the executor ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Live:
+    world: World
+    api: kubeops.InMemoryObjects
+    sink: audit.MemorySink
+    rec: reconciler.Reconciler
+    clock: list[datetime]
+    view: dict[str, Snapshot]
+    leading: list[bool]
+
+
+@pytest.fixture
+def live(world: World) -> Live:
+    api = kubeops.InMemoryObjects()
+    api.put(world.job)
+    api.put(world.record)
+    api.put(world.policy)
+    sink = audit.MemorySink()
+    clock = [NOW]
+    view = {"now": world.view()}
+    leading = [True]
+    rec = reconciler.Reconciler(
+        view=lambda: view["now"],
+        ready=lambda: True,
+        api=api,
+        settings=world.settings,
+        sink=sink,
+        tuning=TUNING,
+        is_leader=lambda: leading[0],
+        clock=lambda: clock[0],
+    )
+    return Live(world, api, sink, rec, clock, view, leading)
+
+
+def stored(live: Live, kind: str) -> dict[str, Any] | None:
+    name = live.world.record["metadata"]["name"]
+    group = "cilium.io" if kind == "CiliumNetworkPolicy" else ""
+    return live.api.objects.get((group, kind, NS, name))
+
+
+async def test_executor_recreates_a_deleted_policy_and_audits_it(live: Live) -> None:
+    del live.api.objects[
+        ("cilium.io", "CiliumNetworkPolicy", NS, live.world.policy["metadata"]["name"])
+    ]
+    records = await live.rec.run_once()
+    assert [(r["outcome"], r["action"], r["reason"], r["result"]) for r in records] == [
+        ("reconcile", "create", "missing-policy", "created")
+    ]
+    assert live.sink.records == records
+    assert records[0]["audit"] == audit.MARKER
+    assert records[0]["job"]["kind"] == "PyTorchJob"
+    assert stored(live, "CiliumNetworkPolicy") is not None
+    assert await live.rec.run_once() == []  # converged
+
+
+async def test_executor_rebuilds_a_gang_whose_record_and_policy_were_both_deleted(
+    live: Live,
+) -> None:
+    name = live.world.record["metadata"]["name"]
+    del live.api.objects[("cilium.io", "CiliumNetworkPolicy", NS, name)]
+    del live.api.objects[("", "ConfigMap", NS, name)]
+    records = await live.rec.run_once()
+    assert [(r["action"], r["reason"], r["result"]) for r in records] == [
+        ("create", "missing-record", "created"),
+        ("create", "missing-policy", "created"),
+    ]
+    assert {r["job"]["name"] for r in records} == {live.world.job["metadata"]["name"]}
+    assert stored(live, "ConfigMap") is not None
+    assert stored(live, "CiliumNetworkPolicy") is not None
+    assert await live.rec.run_once() == []  # converged
+
+
+async def test_executor_patches_an_edited_policy_back(live: Live) -> None:
+    key = ("cilium.io", "CiliumNetworkPolicy", NS, live.world.policy["metadata"]["name"])
+    live.api.objects[key]["spec"]["endpointSelector"] = {"matchLabels": {}}
+    live.api.objects[key]["spec"]["ingressDeny"] = [{"fromEntities": ["world"]}]
+    (record,) = await live.rec.run_once()
+    assert (record["action"], record["result"]) == ("repair", "repaired")
+    assert live.api.objects[key]["spec"] == live.world.policy["spec"]
+
+
+async def test_executor_marks_then_deletes_after_the_grace(live: Live) -> None:
+    live.view["now"] = live.world.view(pods=False)
+    first = await live.rec.run_once()
+    assert {(r["action"], r["result"]) for r in first} == {("mark", "marked")}
+    record = stored(live, "ConfigMap")
+    assert record is not None
+    assert record["metadata"]["annotations"][ORPHAN_SINCE] == NOW.isoformat(timespec="seconds")
+    live.clock[0] = NOW + timedelta(seconds=60)
+    assert await live.rec.run_once() == []
+    live.clock[0] = NOW + timedelta(seconds=121)
+    last = await live.rec.run_once()
+    assert {(r["action"], r["reason"], r["result"]) for r in last} == {
+        ("delete", "no-pods", "deleted")
+    }
+    assert stored(live, "ConfigMap") is None
+    assert stored(live, "CiliumNetworkPolicy") is None
+
+
+async def test_a_gang_whose_pods_arrive_after_the_mark_is_kept(live: Live) -> None:
+    live.view["now"] = live.world.view(pods=False)
+    await live.rec.run_once()
+    live.view["now"] = live.world.view()
+    live.clock[0] = NOW + timedelta(seconds=300)
+    assert {(r["action"], r["result"]) for r in await live.rec.run_once()} == {
+        ("unmark", "unmarked")
+    }
+    record = stored(live, "ConfigMap")
+    assert record is not None and ORPHAN_SINCE not in record["metadata"]["annotations"]
+    assert await live.rec.run_once() == []
+
+
+async def test_a_write_based_on_a_stale_read_is_a_conflict_not_an_overwrite(live: Live) -> None:
+    live.view["now"] = live.world.view(pods=False)
+    owned = await live.rec.list_owned()
+    actions = reconciler.plan(
+        live.view["now"], live.world.settings, owned=owned, now=NOW, tuning=TUNING
+    )
+    name = live.world.record["metadata"]["name"]
+    await live.api.merge_patch("v1", "ConfigMap", NS, name, {"data": {"zone": "zone-a"}})
+    results = [await live.rec.execute(a, now=NOW) for a in actions]
+    assert [r["result"] for r in results] == ["conflict", "marked"]
+
+
+async def test_the_cache_saying_job_gone_is_checked_against_the_apiserver(live: Live) -> None:
+    live.view["now"] = live.world.view(job=False)
+    live.clock[0] = NOW
+    for obj in list(live.api.objects.values()):
+        if obj["kind"] != "PyTorchJob":
+            obj["metadata"].setdefault("annotations", {})[ORPHAN_SINCE] = ago(600)
+    records = await live.rec.run_once()
+    assert {r["result"] for r in records} == {"kept: the job exists"}
+    assert stored(live, "ConfigMap") is not None
+
+
+async def test_only_the_leader_and_only_when_synced(live: Live) -> None:
+    del live.api.objects[
+        ("cilium.io", "CiliumNetworkPolicy", NS, live.world.policy["metadata"]["name"])
+    ]
+    live.leading[0] = False
+    assert await live.rec.run_once() == []
+    assert live.api.calls == []
+    live.leading[0] = True
+    live.rec.ready = lambda: False
+    assert await live.rec.run_once() == []
+
+
+async def test_a_missing_policy_crd_is_reported_not_raised(world: World) -> None:
+    api = kubeops.InMemoryObjects(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
+    api.put(world.record)
+    rec = reconciler.Reconciler(
+        view=world.view,
+        ready=lambda: True,
+        api=api,
+        settings=world.settings,
+        sink=audit.MemorySink(),
+        clock=lambda: NOW,
+    )
+    (record,) = await rec.run_once()
+    assert (record["action"], record["result"]) == ("create", "resource-missing")
+
+
+async def test_an_api_failure_is_audited(live: Live) -> None:
+    del live.api.objects[
+        ("cilium.io", "CiliumNetworkPolicy", NS, live.world.policy["metadata"]["name"])
+    ]
+    live.api.fail = lambda op, _k: (
+        effects.ApiError("403: forbidden", status=403) if op == "create" else None
+    )
+    (record,) = await live.rec.run_once()
+    assert record["result"] == "failed: 403: forbidden"
+    assert record["error"] == "403: forbidden"
+
+
+def test_tuning_from_the_settings() -> None:
+    assert Tuning.from_settings(Settings()) == Tuning(grace_seconds=120, interval_seconds=30)
+    tuned = Settings.from_mapping({"orphan-grace-seconds": 3, "reconcile-interval-seconds": 0.5})
+    assert Tuning.from_settings(tuned) == Tuning(grace_seconds=3, interval_seconds=0.5)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "patch"),
+    [
+        ({"a": 1}, {"a": 1}, {}),
+        ({"a": 1, "b": 2}, {"a": 1}, {"b": None}),
+        ({"a": {"x": 1, "y": 2}}, {"a": {"x": 1}}, {"a": {"y": None}}),
+        ({"a": [1, 2]}, {"a": [1]}, {"a": [1]}),
+        ({}, {"a": {"b": 1}}, {"a": {"b": 1}}),
+        ({"a": 1}, {"a": {"b": 1}}, {"a": {"b": 1}}),
+    ],
+)
+def test_merge_diff_round_trips(before: Any, after: Any, patch: Any) -> None:
+    assert reconciler.merge_diff(before, after) == patch
+    assert kubeops._merge(before, patch) == after

@@ -1,0 +1,330 @@
+"""What every framework adapter answers about a pod: which gang, which role, what the gang needs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from webhook.core import resources
+from webhook.core.view import Obj, Snapshot, group_of
+
+DemandSource = Literal["job", "env", "labels", "pod"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The object that owns podium's record and policy, so the garbage collector removes them."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+    def as_owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": False,
+            "blockOwnerDeletion": False,
+        }
+
+    @classmethod
+    def from_reference(cls, ref: Mapping[str, Any]) -> OwnerRef:
+        return cls(str(ref["apiVersion"]), str(ref["kind"]), str(ref["name"]), str(ref["uid"]))
+
+    @classmethod
+    def from_object(cls, obj: Obj) -> OwnerRef:
+        meta = obj.get("metadata") or {}
+        return cls(
+            str(obj.get("apiVersion", "")),
+            str(obj.get("kind", "")),
+            str(meta.get("name", "")),
+            str(meta.get("uid", "")),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodGroup:
+    """``count`` pods that each request ``requests``."""
+
+    count: int
+    requests: resources.Resources
+
+
+def total_of(demand: Sequence[PodGroup]) -> resources.Resources:
+    """What all the groups' pods request together."""
+    total: resources.Resources = {}
+    for group in demand:
+        for name, amount in group.requests.items():
+            total[name] = total.get(name, 0) + amount * group.count
+    return total
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Gang:
+    """One unit that must sit in one zone: a job, or one group of a group-wise job (LWS)."""
+
+    framework: str
+    owner: OwnerRef
+    #: Unique per gang instance and a valid label value (≤ 63 chars): the job UID, plus a group
+    #: suffix for group-wise jobs. It is the value of podium's trusted label on every member.
+    key: str
+    role: str
+    coordinator: bool
+    demand: tuple[PodGroup, ...]
+    demand_source: DemandSource
+    #: Controller-set labels every member carries: narrows the pods worth checking for membership.
+    member_labels: Mapping[str, str]
+    #: The job object's annotations, when the job is in the view (``podium.dev/skip`` lives here).
+    job_annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def total(self) -> resources.Resources:
+        return total_of(self.demand)
+
+    @property
+    def display(self) -> str:
+        return f"{self.owner.kind}/{self.owner.name}"
+
+
+class Adapter(Protocol):
+    """Recognise a pod of one framework; return None for pods of any other framework."""
+
+    name: str
+
+    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> Gang | None: ...
+
+
+# -- helpers shared by adapters ---------------------------------------------------------------
+#
+# Adapters read pods that anyone may write (and, offline, files anyone may hand to ``podium
+# review``), so every helper here tolerates missing and ill-typed fields: a malformed pod is not a
+# training pod, never an exception in the admission path.
+
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+#: A Kubernetes quantity as the apiserver accepts it, with a short exponent: anything else could
+#: make exact decimal arithmetic take unbounded time (``1e999999999``) and is not a real request.
+_QUANTITY = re.compile(
+    r"[+-]?(\d{1,30}(\.\d{0,30})?|\.\d{1,30})([eE][+-]?\d{1,2}|[KMGTPE]i|[numkMGTPE])?"
+)
+
+
+def is_label_value(value: object) -> bool:
+    """Whether ``value`` is a non-empty valid label value (podium writes gang keys as labels)."""
+    return isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def as_mapping(value: object) -> Mapping[str, Any]:
+    # ``type(...) is dict`` first: parsed JSON is plain dicts; an ABC check costs ten times more.
+    return value if type(value) is dict or isinstance(value, Mapping) else _NONE
+
+
+_NONE: Mapping[str, Any] = types.MappingProxyType({})
+
+
+def as_list(value: object) -> Sequence[Any]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+def metadata_of(obj: object) -> Mapping[str, Any]:
+    return as_mapping(as_mapping(obj).get("metadata"))
+
+
+def _strings(value: object) -> Mapping[str, str]:
+    values = as_mapping(value)
+    if all(type(k) is str and type(v) is str for k, v in values.items()):
+        return values
+    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def labels_of(obj: Obj) -> Mapping[str, str]:
+    return _strings(metadata_of(obj).get("labels"))
+
+
+def annotations_of(obj: Obj | None) -> Mapping[str, str]:
+    return _strings(metadata_of(obj).get("annotations"))
+
+
+def uid_of(obj: Obj | None) -> str | None:
+    uid = metadata_of(obj).get("uid")
+    return uid if isinstance(uid, str) and uid else None
+
+
+def parse_count(value: object, default: int | None = None) -> int | None:
+    """A non-negative int from an int or a decimal string; ``default`` when absent; else None."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.isascii() and value.isdecimal() and len(value) <= 18:
+        return int(value)
+    if isinstance(value, int) and 0 <= value < 10**18:
+        return value
+    return None
+
+
+def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, Any] | None:
+    """The controller ownerReference if it is one of ``kinds`` in ``api_group`` (``""``: core).
+
+    Only a well-formed reference counts: string kind, name and apiVersion, and a UID that is a
+    valid label value (every Kubernetes UID is), since the UID becomes the gang key.
+    """
+    ref = next(
+        (
+            r
+            for r in as_list(metadata_of(obj).get("ownerReferences"))
+            if as_mapping(r).get("controller") is True
+        ),
+        None,
+    )
+    if ref is None:
+        return None
+    kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
+    if not (isinstance(kind, str) and kind in kinds and isinstance(name, str) and name):
+        return None
+    if not (isinstance(api_version, str) and is_label_value(ref.get("uid"))):
+        return None
+    return ref if group_of(api_version) == api_group else None
+
+
+def verified(view: Snapshot, ref: Mapping[str, Any], namespace: str) -> Obj | None:
+    """The object ``ref`` points at, if the view holds it *with the same UID*.
+
+    A different UID means a newer object reusing the name: it is not the one this pod belongs to.
+    """
+    obj = view.get(
+        str(ref.get("apiVersion", "")),
+        str(ref.get("kind", "")),
+        namespace,
+        str(ref.get("name", "")),
+    )
+    return obj if obj is not None and uid_of(obj) == ref.get("uid") else None
+
+
+def requests_of(spec: object) -> resources.Resources:
+    """``resources.pod_requests`` of a pod spec, after dropping whatever is not shaped like one;
+    once per distinct shape (a job's templates are read again at every admission of its pods).
+    The result is shared: do not change it."""
+    return _REQUESTS(as_mapping(spec))
+
+
+def _sane_requests(spec: Mapping[str, Any]) -> resources.Resources:
+    return resources.pod_requests(
+        {
+            "containers": _containers(spec.get("containers")),
+            "initContainers": _containers(spec.get("initContainers")),
+            "overhead": _quantities(spec.get("overhead")),
+        }
+    )
+
+
+_REQUESTS = resources.ByShape(_sane_requests)
+
+
+def _containers(value: object) -> list[dict[str, Any]]:
+    out = []
+    for container in as_list(value):
+        if not isinstance(container, Mapping):
+            continue
+        res = as_mapping(container.get("resources"))
+        out.append(
+            {
+                "restartPolicy": container.get("restartPolicy"),
+                "resources": {
+                    "limits": _quantities(res.get("limits")),
+                    "requests": _quantities(res.get("requests")),
+                },
+            }
+        )
+    return out
+
+
+def _quantities(value: object) -> dict[str, Any]:
+    return {
+        name: quantity
+        for name, quantity in as_mapping(value).items()
+        if isinstance(name, str) and _is_sane_quantity(quantity)
+    }
+
+
+def _is_sane_quantity(quantity: object) -> bool:
+    if isinstance(quantity, bool):
+        return False
+    if isinstance(quantity, int | float):
+        return math.isfinite(quantity) and abs(quantity) < 1e30
+    return isinstance(quantity, str) and _QUANTITY.fullmatch(quantity) is not None
+
+
+def pod_only(pod: Obj) -> tuple[PodGroup, ...]:
+    return (PodGroup(1, requests_of(pod.get("spec"))),)
+
+
+def template_group(template: Obj | None, count: Any) -> PodGroup | None:
+    """A PodGroup from a pod template and a replica count; None when either is unusable."""
+    n = parse_count(count, default=1)
+    if n is None or not isinstance(template, Mapping):
+        return None
+    return PodGroup(n, requests_of(template.get("spec")))
+
+
+def env_world(pod: Obj, names: Sequence[str] = ("PET_NNODES", "WORLD_SIZE")) -> int | None:
+    """The gang's pod count from launcher env (``PET_NNODES``, ``WORLD_SIZE``), if set literally."""
+    for container in as_list(as_mapping(pod.get("spec")).get("containers")):
+        env = {
+            e.get("name"): e.get("value")
+            for e in as_list(as_mapping(container).get("env"))
+            if isinstance(e, Mapping)
+            and isinstance(e.get("name"), str)
+            and isinstance(e.get("value"), str)
+        }
+        for name in names:
+            try:
+                n = int(str(env[name]).split(":")[-1])  # PET_NNODES may be "min:max"
+            except (KeyError, ValueError):
+                continue
+            if n > 0:
+                return n
+    return None
+
+
+def env_value(pod: Obj, name: str) -> str | None:
+    """The literal value of env var ``name`` in the first container that sets one."""
+    for container in as_list(as_mapping(pod.get("spec")).get("containers")):
+        for env in as_list(as_mapping(container).get("env")):
+            value = as_mapping(env).get("value")
+            if as_mapping(env).get("name") == name and isinstance(value, str):
+                return value
+    return None
+
+
+def fallback_demand(pod: Obj) -> tuple[tuple[PodGroup, ...], DemandSource]:
+    """Without the job object: the env's world size times this pod, else this pod alone."""
+    n = env_world(pod)
+    one = requests_of(pod.get("spec"))
+    if n:
+        return (PodGroup(n, one),), "env"
+    return (PodGroup(1, one),), "pod"
+
+
+def job_groups(
+    view: Snapshot, job: Obj | None, groups: Callable[[Obj], Sequence[PodGroup | None]]
+) -> Sequence[PodGroup | None]:
+    """``groups(job)``: the job's demand read from its pod templates, once per version of the job
+    the view holds (``Snapshot.derived``); nothing without a job."""
+    return () if job is None else view.derived(job, groups)
+
+
+def demand_or_fallback(
+    groups: Sequence[PodGroup | None], pod: Obj
+) -> tuple[tuple[PodGroup, ...], DemandSource]:
+    """The job's demand when any group is usable and non-empty, else ``fallback_demand``."""
+    usable = tuple(g for g in groups if g is not None and g.count)
+    return (usable, "job") if usable else fallback_demand(pod)

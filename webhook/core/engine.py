@@ -1,0 +1,291 @@
+"""The decision: ``(admission request, cluster snapshot, settings) → Decision``. Pure.
+
+A short chain of early-exit guards, then: which gang (an adapter), which zone (``zones``), the pod
+after mutation and its patch (``mutation``), and the objects the gang needs (``policies``).
+Nothing here talks to the network; ``admission`` wraps it with the I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from webhook.core import adapters, labels, mutation, policies, records, zones
+from webhook.core.adapters.base import Gang
+from webhook.core.policies import Manifest
+from webhook.core.records import Record
+from webhook.core.reviews import Request
+from webhook.core.settings import Settings
+from webhook.core.view import Obj, Snapshot
+
+Outcome = Literal["pinned", "unpinned", "skipped", "denied"]
+
+HOST_NETWORK_WARNING = (
+    "podium: this training pod uses hostNetwork, which bypasses pod network policy; "
+    "the job's allow policy does not cover it"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """Everything podium decided about one admission, and nothing it did."""
+
+    outcome: Outcome
+    reason: str
+    detail: str
+    namespace: str
+    pod: Obj | None = None
+    patched: Obj | None = None
+    patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    gang: Gang | None = None
+    zone: str | None = None
+    #: Objects the gang needs that are not in the snapshot yet: the record first, then the policy.
+    effects: tuple[Manifest, ...] = ()
+    warnings: tuple[str, ...] = ()
+    capacity: tuple[zones.ZoneCapacity, ...] = ()
+    policy_name: str | None = None
+    #: Set when the admission is refused (only for attempts to change podium's trusted label).
+    denial: str | None = None
+
+    @property
+    def record(self) -> Manifest | None:
+        return next((m for m in self.effects if m["kind"] == policies.RECORD_KIND), None)
+
+    @property
+    def policy(self) -> Manifest | None:
+        return next((m for m in self.effects if m["kind"] != policies.RECORD_KIND), None)
+
+    def audit_annotations(self) -> dict[str, str]:
+        """Short facts the apiserver's own audit log keeps under ``<webhook>/<key>``."""
+        out = {"outcome": self.outcome, "reason": self.reason}
+        if self.zone:
+            out["zone"] = self.zone
+        if self.gang:
+            out["job"] = f"{self.gang.owner.kind}/{self.gang.owner.name}"
+        if self.policy_name:
+            out["policy"] = self.policy_name
+        return out
+
+
+def decide(
+    request: Request,
+    view: Snapshot,
+    settings: Settings,
+    *,
+    now: datetime,
+    recorded: Record | None = None,
+) -> Decision:
+    """Decide one admission. ``recorded`` overrides the snapshot's record for the gang (used when
+    creating the record lost a race and the winner's record has been read back)."""
+    namespace = request.namespace
+    pod = request.object
+    if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
+        return _guard_update(request)
+    if not request.is_pod or request.operation != "CREATE" or request.sub_resource or pod is None:
+        what = f"{request.operation} {request.kind.get('kind', '?')}"
+        if request.sub_resource:
+            what += f"/{request.sub_resource}"
+        return Decision(
+            outcome="skipped", reason="not-a-pod-creation", detail=what, namespace=namespace
+        )
+    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    namespace = namespace or str(meta.get("namespace") or "")
+    skip = _guard(pod, namespace, view, settings)
+    if skip is not None:
+        return _skipped(pod, namespace, *skip, strip=skip[0] != "excluded-namespace")
+    gang = adapters.recognise(pod, namespace, view)
+    if gang is None:
+        return _skipped(
+            pod, namespace, "not-a-training-pod", "no framework adapter recognises the pod"
+        )
+    if gang.job_annotations.get(labels.SKIP) == "true":
+        return _skipped(
+            pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
+        )
+    return _pin(pod, namespace, gang, view, settings, now=now, recorded=recorded)
+
+
+def _trusted_label(pod: Obj | None) -> str | None:
+    value = ((pod or {}).get("metadata") or {}).get("labels") or {}
+    return value.get(labels.JOB) if isinstance(value, Mapping) else None
+
+
+def _guard_update(request: Request) -> Decision:
+    """Only podium sets its job label, at creation: an update that adds, changes or removes it
+    would move a pod into (or out of) some job's allow policy, so it is refused."""
+    before, after = _trusted_label(request.old_object), _trusted_label(request.object)
+    if before == after:
+        return Decision(
+            outcome="skipped",
+            reason="not-a-pod-creation",
+            detail="UPDATE Pod that leaves podium's label alone",
+            namespace=request.namespace,
+        )
+    message = (
+        f"the {labels.JOB} label is set by podium when a pod is created and cannot be "
+        f"changed afterwards ({before!r} → {after!r})"
+    )
+    return Decision(
+        outcome="denied",
+        reason="trusted-label-changed",
+        detail=message,
+        namespace=request.namespace,
+        pod=request.object,
+        denial=message,
+    )
+
+
+def _guard(pod: Obj, namespace: str, view: Snapshot, settings: Settings) -> tuple[str, str] | None:
+    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    if settings.skips_namespace(namespace):
+        return "excluded-namespace", f"namespace {namespace!r} is never mutated"
+    ns = view.namespace(namespace)
+    ns_labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+    if ns_labels.get(settings.namespace_label) != settings.namespace_label_value:
+        wanted = f"{settings.namespace_label}={settings.namespace_label_value}"
+        return "namespace-not-enabled", f"namespace {namespace!r} lacks {wanted}"
+    annotations: Mapping[str, Any] = meta.get("annotations") or {}
+    if labels.MIRROR_POD in annotations:
+        return "mirror-pod", "static (mirror) pods are never mutated"
+    if annotations.get(labels.SKIP) == "true":
+        return "skip-annotation", f"the pod is annotated {labels.SKIP}=true"
+    return None
+
+
+def _skipped(pod: Obj, namespace: str, reason: str, detail: str, *, strip: bool = True) -> Decision:
+    """Leave the pod alone, except that it may not carry podium's trusted label into a policy."""
+    after, patch = (
+        mutation.without_trusted_label(pod) if strip else mutation.Mutation(dict(pod), [])
+    )
+    warnings = (
+        (f"podium removed the {labels.JOB} label, which only podium may set",) if patch else ()
+    )
+    return Decision(
+        outcome="skipped",
+        reason=reason,
+        detail=detail,
+        namespace=namespace,
+        pod=pod,
+        patched=after,
+        patch=patch,
+        warnings=warnings,
+    )
+
+
+def _pin(
+    pod: Obj,
+    namespace: str,
+    gang: Gang,
+    view: Snapshot,
+    settings: Settings,
+    *,
+    now: datetime,
+    recorded: Record | None,
+) -> Decision:
+    name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
+    record = recorded or _recorded(view, namespace, name, gang.key)
+    spec: Obj = pod.get("spec") or {}
+    recorded_zone = record.zone if record else None
+    choice = zones.choose_zone(
+        pod_spec=spec,
+        demand=gang.demand,
+        recorded_zone=recorded_zone,
+        # A recorded zone wins before placed members are looked at: do not look for them.
+        placed=() if recorded_zone else _placed_members(gang, namespace, view),
+        view=view,
+        settings=settings,
+        reserved=lambda: view.reserved(
+            since=now - timedelta(seconds=settings.reservation_seconds), exclude=gang.key
+        ),
+    )
+    # The policy shares the record's name; it is built only when the view does not hold it yet.
+    policy_kind = policies.policy_kind(settings.policy_mode)
+    policy_name = name if policy_kind is not None else None
+    annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
+    earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
+    if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
+        # Reinvoked on a pod podium already pinned: same zone, so keep the first reason and
+        # answer with an empty patch.
+        annotations[labels.REASON] = str(earlier[labels.REASON])
+    if policy_name is not None:
+        annotations[labels.POLICY] = policy_name
+    after, patch = mutation.pin(
+        pod,
+        zone=choice.zone,
+        gang_key=gang.key,
+        zone_label=settings.zone_label,
+        annotations=annotations,
+    )
+    effects: list[Manifest] = []
+    if record is None:
+        effects.append(
+            policies.build_record(
+                gang=gang,
+                namespace=namespace,
+                zone=choice.zone,
+                reason=str(choice.reason),
+                detail=choice.detail,
+                decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+            )
+        )
+    if policy_kind is not None and view.get(*policy_kind, namespace, name) is None:
+        policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
+        effects.extend([policy] if policy is not None else [])
+    warnings = list(choice.warnings)
+    if spec.get("hostNetwork"):
+        warnings.append(HOST_NETWORK_WARNING)
+    return Decision(
+        outcome="pinned" if choice.zone else "unpinned",
+        reason=str(choice.reason),
+        detail=choice.detail,
+        namespace=namespace,
+        pod=pod,
+        patched=after,
+        patch=patch,
+        gang=gang,
+        zone=choice.zone,
+        effects=tuple(effects),
+        warnings=tuple(warnings),
+        capacity=choice.capacity,
+        policy_name=policy_name,
+    )
+
+
+def _recorded(view: Snapshot, namespace: str, name: str, gang_key: str) -> Record | None:
+    """The gang's decision record in the view, parsed once per version of the record."""
+    obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
+    record = view.derived(obj, records.parse_record) if obj is not None else None
+    return record if record is not None and record.gang == gang_key else None
+
+
+def _placed_members(gang: Gang, namespace: str, view: Snapshot) -> list[zones.Placed]:
+    """Members of the gang that are already bound to a node with a zone."""
+    placed = []
+    # Only pods carrying the gang's trusted label or all its member labels can be members: ask
+    # the view's label index for those rather than reading every pod of the namespace.
+    queries = [{labels.JOB: gang.key}, *([gang.member_labels] if gang.member_labels else [])]
+    seen: set[str] = set()
+    for other in (pod for query in queries for pod in view.pods_in(namespace, query)):
+        name = str((other.get("metadata") or {}).get("name") or "")
+        if name in seen:
+            continue
+        seen.add(name)
+        node_name = (other.get("spec") or {}).get("nodeName")
+        if not node_name or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        other_labels: Mapping[str, str] = (other.get("metadata") or {}).get("labels") or {}
+        trusted = other_labels.get(labels.JOB) == gang.key
+        if not trusted and not (
+            gang.member_labels
+            and all(other_labels.get(k) == v for k, v in gang.member_labels.items())
+        ):
+            continue
+        member = adapters.recognise(other, namespace, view)
+        if member is None or member.key != gang.key:
+            continue
+        node = view.node(str(node_name))
+        if node is not None and node.zone:
+            placed.append(zones.Placed(node.zone, member.coordinator))
+    return placed

@@ -1,0 +1,122 @@
+"""The pod after podium's decision, and the JSON Patch that turns the pod before into it. Pure.
+
+podium changes three places of a pod: one label, a few annotations and the node affinity. The
+patch names exactly those (``add`` where the member is new, ``replace`` where it exists), with
+keys escaped by ``jsonpointer``; a pod that already carries what podium would set gets no
+operation at all, so a reinvoked webhook answers with an empty patch. Only an affinity the pod
+brought with it is diffed, by ``jsonpatch.make_patch``. Generic diffing of the whole pod was a
+quarter of an admission's CPU (docs/benchmarks/README.md); ``tests/core/test_mutation.py`` checks, for
+arbitrary pods, that the patch applied by ``jsonpatch`` gives exactly the pod returned here.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jsonpatch
+from jsonpointer import escape
+
+from webhook.core import labels
+from webhook.core.view import Obj
+
+Pod = dict[str, Any]
+Op = dict[str, Any]
+
+
+class Mutation(NamedTuple):
+    pod: Pod
+    """The pod after the change; it shares every unchanged subtree with the pod before."""
+    patch: list[Op]
+    """The JSON Patch from the pod before to ``pod``."""
+
+
+def pin(
+    pod: Obj, *, zone: str | None, gang_key: str, zone_label: str, annotations: Mapping[str, str]
+) -> Mutation:
+    """``pod`` with the trusted job label, the annotations and, given a zone,
+    ``zone_label In [zone]`` required in *every* nodeSelectorTerm (terms are ORed, so one term
+    without it would let the pod escape the zone). ``pod`` itself is never mutated."""
+    out: Pod = dict(pod)
+    ops: list[Op] = []
+    meta, meta_ops = _child(out, "metadata", ops)
+    _merge(meta, "labels", {labels.JOB: gang_key}, meta_ops, "/metadata")
+    _merge(meta, "annotations", annotations, meta_ops, "/metadata")
+    if zone is not None:
+        spec, spec_ops = _child(out, "spec", ops)
+        before = spec.get("affinity")
+        if not isinstance(before, dict) or not before:
+            after = _require_zone({}, zone, zone_label)
+            _set(spec, "affinity", after, spec_ops, "/spec")
+        elif (after := _require_zone(copy.deepcopy(before), zone, zone_label)) != before:
+            spec["affinity"] = after
+            spec_ops += [
+                {**op, "path": "/spec/affinity" + op["path"]}
+                for op in jsonpatch.make_patch(before, after).patch
+            ]
+    return Mutation(out, ops)
+
+
+def without_trusted_label(pod: Obj) -> Mutation:
+    """``pod`` without podium's job label: a pod podium did not admit into a gang must not carry
+    it, or it would be let into that gang's policy."""
+    meta = pod.get("metadata")
+    if not (isinstance(meta, dict) and isinstance(meta.get("labels"), dict)):
+        return Mutation(dict(pod), [])
+    if labels.JOB not in meta["labels"]:
+        return Mutation(dict(pod), [])
+    kept = {k: v for k, v in meta["labels"].items() if k != labels.JOB}
+    path = f"/metadata/labels/{escape(labels.JOB)}"
+    return Mutation({**pod, "metadata": {**meta, "labels": kept}}, [{"op": "remove", "path": path}])
+
+
+def _set(parent: dict[str, Any], key: str, value: Any, ops: list[Op], path: str) -> None:
+    op = "replace" if key in parent else "add"
+    ops.append({"op": op, "path": f"{path}/{escape(key)}", "value": value})
+    parent[key] = value
+
+
+def _child(parent: dict[str, Any], key: str, ops: list[Op]) -> tuple[dict[str, Any], list[Op]]:
+    """A copy of the top-level object ``parent[key]`` put in its place, to change, and the list
+    its changes go to: ``ops``. If the pod has no such object, one ``add`` of a new object is
+    the whole change: the caller fills that very object in, and its finer operations go to a
+    list that is dropped."""
+    value = parent.get(key)
+    if isinstance(value, dict):
+        parent[key] = dict(value)
+        return parent[key], ops
+    fresh: dict[str, Any] = {}
+    _set(parent, key, fresh, ops, "")
+    return fresh, []
+
+
+def _merge(
+    parent: dict[str, Any], key: str, wanted: Mapping[str, str], ops: list[Op], path: str
+) -> None:
+    """Set each of ``wanted`` in the string map ``parent[key]``, one operation per change."""
+    current = parent.get(key)
+    if not isinstance(current, dict):
+        _set(parent, key, dict(wanted), ops, path)
+        return
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if changed:
+        merged = parent[key] = {**current}
+        for k, v in changed.items():
+            _set(merged, k, v, ops, f"{path}/{escape(key)}")
+
+
+def _require_zone(affinity: dict[str, Any], zone: str, zone_label: str) -> dict[str, Any]:
+    wanted = {"key": zone_label, "operator": "In", "values": [zone]}
+    node_affinity = affinity.setdefault("nodeAffinity", {}) or {}
+    affinity["nodeAffinity"] = node_affinity
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}) or {}
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = terms
+    for term in terms:
+        exprs = term.setdefault("matchExpressions", []) or []
+        term["matchExpressions"] = exprs
+        if wanted not in exprs:
+            exprs.append(wanted)
+    return affinity

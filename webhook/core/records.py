@@ -1,0 +1,50 @@
+"""podium's decision records as the view and the engine read them: which zone a gang got, when,
+and what it needs. Pure; the record objects themselves are built by ``policies.build_record``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core import labels, resources
+
+#: As ``snapshot.Obj`` (the view imports this module, so it cannot import the view).
+Obj = Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    zone: str | None
+    reason: str
+    gang: str
+    decided_at: str
+    demand: resources.Resources
+
+
+def read_record(obj: Obj | None, gang_key: str) -> Record | None:
+    """The decision in a record object, or None if it is absent, not podium's or another gang's."""
+    record = parse_record(obj) if obj is not None else None
+    return record if record is not None and record.gang == gang_key else None
+
+
+def parse_record(obj: Obj) -> Record | None:
+    """The decision in a record object, for whichever gang it names; None if it is not podium's.
+    A pure function of the object, so the view keeps its result (``Snapshot.derived``)."""
+    data: Mapping[str, Any] = obj.get("data") or {}
+    meta_labels = (obj.get("metadata") or {}).get("labels") or {}
+    gang_key = data.get("gang")
+    if not isinstance(gang_key, str) or meta_labels.get(labels.MANAGED_BY) != labels.MANAGER:
+        return None
+    try:
+        demand = {str(k): int(v) for k, v in json.loads(data.get("demand") or "{}").items()}
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+        demand = {}
+    return Record(
+        zone=str(data.get("zone") or "") or None,
+        reason=str(data.get("reason") or ""),
+        gang=gang_key,
+        decided_at=str(data.get("decidedAt") or ""),
+        demand=demand,
+    )

@@ -1,0 +1,141 @@
+"""podium's settings: one frozen value handed to every decision, loaded from YAML or defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.core import labels
+
+
+class PolicyMode(StrEnum):
+    #: A CiliumNetworkPolicy per job: additive (enableDefaultDeny off), all ports between peers.
+    CILIUM = "cilium"
+    #: A networking.k8s.io NetworkPolicy per job. It isolates the job's pods in both directions:
+    #: they can then reach only each other (DNS and storage need policies of their own).
+    KUBERNETES = "kubernetes"
+    #: No policy; zone pinning only.
+    NONE = "none"
+
+
+class Placement(StrEnum):
+    #: Among zones where the whole gang fits, the one left with the least free capacity.
+    BEST_FIT = "best-fit"
+    #: Among zones where the whole gang fits, the one with the most free capacity.
+    MOST_FREE = "most-free"
+
+
+class NoFit(StrEnum):
+    #: No zone has room for the whole gang: pin to the zone with the most free capacity, and warn.
+    PIN_MOST_FREE = "pin-most-free"
+    #: No zone has room for the whole gang: leave the pod unpinned, and warn.
+    UNPINNED = "unpinned"
+
+
+class SettingsError(ValueError):
+    """A settings file or value that podium cannot use."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    namespace_label: str = labels.ENABLED
+    namespace_label_value: str = "true"
+    #: podium's own namespace; never mutated.
+    own_namespace: str = "podium-system"
+    excluded_namespaces: frozenset[str] = frozenset(
+        {"kube-system", "kube-public", "kube-node-lease"}
+    )
+    zone_label: str = labels.ZONE_LABEL
+    policy_mode: PolicyMode = PolicyMode.CILIUM
+    placement: Placement = Placement.BEST_FIT
+    no_fit: NoFit = NoFit.PIN_MOST_FREE
+    #: The resource whose free amount ranks zones (others must fit too).
+    primary_resource: str = "nvidia.com/gpu"
+    #: For this long after a gang's zone is decided, the part of its demand not yet bound to nodes
+    #: counts as taken in that zone, so a burst of jobs does not all pick the same free space.
+    reservation_seconds: float = 600.0
+    #: Seconds one admission may spend on API calls before podium fails open.
+    time_budget_seconds: float = 2.0
+    #: How long one of podium's objects must be an orphan (its job gone, or no pod of its gang),
+    #: first unmarked and then marked, before the reconciler deletes it.
+    orphan_grace_seconds: float = 120.0
+    #: Seconds between two reconciler passes (of the elected replica).
+    reconcile_interval_seconds: float = 30.0
+    #: Name of the webhook as registered (prefix of auditAnnotations in the apiserver audit log).
+    webhook_name: str = "pods.podium.dev"
+
+    def skips_namespace(self, namespace: str) -> bool:
+        return namespace == self.own_namespace or namespace in self.excluded_namespaces
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Settings:
+        """Build settings from a mapping with kebab- or snake-case keys; unknown keys are errors."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for raw_key, value in data.items():
+            key = str(raw_key).replace("-", "_")
+            if key not in fields:
+                known = ", ".join(sorted(f.replace("_", "-") for f in fields))
+                raise SettingsError(f"unknown setting {raw_key!r} (known: {known})")
+            values[key] = _coerce(key, value)
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: Path | None) -> Settings:
+        if path is None:
+            return cls()
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as err:
+            raise SettingsError(f"cannot read settings file {path}: {err}") from err
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise SettingsError(f"settings file {path} must hold a mapping")
+        return cls.from_mapping(data)
+
+
+#: Settings in seconds: which values are valid, and how an error says so.
+_SECONDS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "reservation_seconds": (lambda s: s >= 0, "zero or more seconds"),
+    "time_budget_seconds": (lambda s: 0 < s <= 30, "between 0 and 30 seconds"),
+    "orphan_grace_seconds": (lambda s: s >= 0, "zero or more seconds"),
+    "reconcile_interval_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
+}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    enums: dict[str, type[StrEnum]] = {
+        "policy_mode": PolicyMode,
+        "placement": Placement,
+        "no_fit": NoFit,
+    }
+    try:
+        if key in enums:
+            return enums[key](str(value))
+        if key == "excluded_namespaces":
+            if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+                raise TypeError("a list of namespace names")
+            return frozenset(str(v) for v in value)
+        if key in _SECONDS:
+            fits, allowed = _SECONDS[key]
+            seconds = float(value)
+            if not (math.isfinite(seconds) and fits(seconds)):
+                raise ValueError(allowed)
+            return seconds
+        if not isinstance(value, str):
+            raise TypeError("a string")
+        return value
+    except (TypeError, ValueError) as err:
+        choices = ""
+        if key in enums:
+            choices = " (one of: " + ", ".join(m.value for m in enums[key]) + ")"
+        raise SettingsError(
+            f"setting {key.replace('_', '-')}={value!r} is invalid: {err}{choices}"
+        ) from err

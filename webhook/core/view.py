@@ -1,0 +1,769 @@
+"""A point-in-time view of the cluster that decisions read; never the live client.
+
+The same class serves the offline ``podium review`` (built from a list of objects) and the server
+(kept current by the watch cache, one event at a time). It holds only what decisions read, so that
+a cluster at the official scale limits (5,000 nodes, 150,000 pods) fits in well under 200 MiB:
+
+* a node as a ``NodeInfo`` (zone, labels, allocatable, usable, taints), not the node object;
+* a pod as a ``PodRecord``: identity, node, phase, requests, controller reference, and only the
+  labels, annotations and env values podium's adapters read from *other* pods (``KEPT_*``). The
+  pod object podium admits comes from the review, never from here;
+* everything else (namespaces, job objects, batch Jobs, StatefulSets, podium's records and
+  policies) as the object itself: there are few of them.
+
+Everything a decision asks is answered without a scan of all pods or all nodes: per-node and
+per-gang usage are kept incrementally on every pod event; pods are indexed by the labels that
+name a gang's members (``INDEXED_LABELS``); candidate nodes are cached per scheduling constraint,
+grouped by zone, with each zone's summed free capacity kept current as pods and nodes change;
+decision records are kept in the order they were decided.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import sys
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+import orjson
+
+from webhook.core import labels, records, resources, selectors
+
+Obj = Mapping[str, Any]
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+ObjectKey = tuple[str, str, str, str]  # (api group, kind, namespace, name)
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+#: Label and annotation keys kept on pods: podium's own, and every framework label an adapter
+#: reads from a pod (``tests/core/test_view.py`` checks each adapter's keys against these).
+KEPT_PREFIXES = (
+    labels.PREFIX,
+    "training.kubeflow.org/",
+    "jobset.sigs.k8s.io/",
+    "leaderworkerset.sigs.k8s.io/",
+    "volcano.sh/",
+    "ray.io/",
+)
+KEPT_KEYS = frozenset({"batch.kubernetes.io/job-completion-index"})
+#: Env values adapters read literally: world sizes and the coordinator's address.
+KEPT_ENV = frozenset(
+    {"PET_NNODES", "WORLD_SIZE", "PET_MASTER_ADDR", "MASTER_ADDR", "LWS_GROUP_SIZE"}
+)
+#: Labels that name all members of a gang (``Gang.member_labels``, podium's trusted label): pods
+#: are indexed by (namespace, key, value) on these, so finding a gang's members reads only them.
+INDEXED_LABELS = frozenset(
+    {
+        labels.JOB,
+        "training.kubeflow.org/job-name",
+        "jobset.sigs.k8s.io/jobset-name",
+        "leaderworkerset.sigs.k8s.io/name",
+        "volcano.sh/job-name",
+        "ray.io/cluster",
+    }
+)
+#: How many distinct scheduling constraints keep a cached set of candidate nodes.
+CANDIDATE_CACHE_SIZE = 16
+_EMPTY: Mapping[str, str] = {}
+_T = TypeVar("_T")
+
+
+def group_of(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def key_of(obj: Obj) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return (
+        group_of(str(obj.get("apiVersion", ""))),
+        str(obj.get("kind", "")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def controller_of(obj: Obj) -> Obj | None:
+    """The ownerReference with ``controller: true``, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
+
+
+def _intern(value: object) -> str:
+    return sys.intern(value) if isinstance(value, str) else sys.intern(str(value))
+
+
+def _kept(key: str) -> bool:
+    return key.startswith(KEPT_PREFIXES) or key in KEPT_KEYS
+
+
+def _kept_strings(values: object) -> Mapping[str, str]:
+    if not isinstance(values, Mapping) or not values:
+        return _EMPTY
+    out = {
+        _intern(k): _intern(v) if len(v) <= 64 else v
+        for k, v in values.items()
+        if isinstance(k, str) and isinstance(v, str) and _kept(k)
+    }
+    return out or _EMPTY
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    zone: str | None
+    labels: Mapping[str, str]
+    allocatable: resources.Resources
+    usable: bool  # schedulable and Ready
+    taints: tuple[Obj, ...]
+    uid: str = ""
+
+    @classmethod
+    def from_object(cls, node: Obj, zone_label: str) -> NodeInfo:
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        node_labels = {_intern(k): _intern(v) for k, v in (meta.get("labels") or {}).items()}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        return cls(
+            name=_intern(meta.get("name") or ""),
+            zone=node_labels.get(zone_label),
+            labels=node_labels,
+            allocatable=resources.parse_resource_list(status.get("allocatable")),
+            usable=ready and not spec.get("unschedulable", False),
+            taints=tuple(spec.get("taints") or ()),
+            uid=str(meta.get("uid") or ""),
+        )
+
+    def as_object(self) -> dict[str, Any]:
+        """The node as the view holds it: allocatable in base units, ``usable`` as Ready."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "uid": self.uid, "labels": dict(self.labels)},
+            "spec": {"taints": [dict(t) for t in self.taints]} if self.taints else {},
+            "status": {
+                "allocatable": {
+                    k: f"{v}m" if k == resources.CPU else str(v)
+                    for k, v in self.allocatable.items()
+                },
+                "conditions": [{"type": "Ready", "status": "True" if self.usable else "False"}],
+            },
+        }
+
+
+class PodRecord:
+    """What the view keeps of a pod: ~0.5 KiB instead of the ~20 KiB of the pod object."""
+
+    __slots__ = (
+        "annotations",
+        "controller",
+        "env",
+        "labels",
+        "name",
+        "namespace",
+        "node",
+        "phase",
+        "ready",
+        "requests",
+        "uid",
+    )
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str | None,
+        phase: str | None,
+        ready: str | None,
+        requests: resources.Resources,
+        controller: tuple[str, str, str, str] | None,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        env: tuple[tuple[tuple[str, str], ...], ...],
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.node = node
+        self.phase = phase
+        #: The status of the pod's Ready condition ("True", "False"), None without one.
+        self.ready = ready
+        #: Shared between pods with the same requests: never mutate it.
+        self.requests = requests
+        #: The controller ownerReference as (apiVersion, kind, name, uid).
+        self.controller = controller
+        self.labels = labels
+        self.annotations = annotations
+        #: Per container that sets any, the ``KEPT_ENV`` literal values, in order.
+        self.env = env
+
+    @property
+    def bound(self) -> bool:
+        """On a node and not finished: its requests count against the node."""
+        return bool(self.node) and self.phase not in TERMINAL_PHASES
+
+    def as_object(self) -> dict[str, Any]:
+        """A pod object carrying exactly the kept fields, for code that reads pods as dicts."""
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if self.uid:
+            meta["uid"] = self.uid
+        meta["labels"] = dict(self.labels)
+        meta["annotations"] = dict(self.annotations)
+        if self.controller is not None:
+            api_version, kind, name, uid = self.controller
+            ref = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid}
+            meta["ownerReferences"] = [{**ref, "controller": True}]
+        spec: dict[str, Any] = {}
+        if self.node:
+            spec["nodeName"] = self.node
+        if self.env:
+            spec["containers"] = [
+                {"env": [{"name": n, "value": v} for n, v in env]} for env in self.env
+            ]
+        obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+        status: dict[str, Any] = {}
+        if self.phase is not None:
+            status["phase"] = self.phase
+        if self.ready is not None:
+            status["conditions"] = [{"type": "Ready", "status": self.ready}]
+        if status:
+            obj["status"] = status
+        return obj
+
+
+def _controller_tuple(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            fields = (ref.get("apiVersion"), ref.get("kind"), ref.get("name"), ref.get("uid"))
+            if all(isinstance(f, str) for f in fields):
+                api_version, kind, name, uid = fields
+                return (_intern(api_version), _intern(kind), _intern(name), _intern(uid))
+            return None
+    return None
+
+
+def _ready(conditions: object) -> str | None:
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            value = condition.get("status")
+            return _intern(value) if isinstance(value, str) else None
+    return None
+
+
+def _kept_env(spec: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:
+    containers = spec.get("containers")
+    if not isinstance(containers, list):
+        return ()
+    out = []
+    for container in containers:
+        env = container.get("env") if isinstance(container, Mapping) else None
+        if not isinstance(env, list):
+            continue
+        kept = tuple(
+            (_intern(e["name"]), e["value"])
+            for e in env
+            if isinstance(e, Mapping)
+            and e.get("name") in KEPT_ENV
+            and isinstance(e.get("value"), str)
+        )
+        if kept:
+            out.append(kept)
+    return tuple(out)
+
+
+def _parse_time(value: object) -> float | None:
+    try:
+        decided = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    if decided.tzinfo is None:
+        decided = decided.replace(tzinfo=UTC)
+    return decided.timestamp()
+
+
+def _is_record(obj: Obj) -> bool:
+    obj_labels = (obj.get("metadata") or {}).get("labels") or {}
+    return (
+        obj_labels.get(labels.MANAGED_BY) == labels.MANAGER
+        and obj_labels.get(labels.COMPONENT) == "decision"
+    )
+
+
+class ZoneNodes:
+    """The candidate nodes of one zone for one scheduling constraint, in the view's node order,
+    and their summed allocatable and usage (kept current by the snapshot)."""
+
+    __slots__ = ("_view", "allocatable", "nodes", "used", "zone")
+
+    def __init__(self, zone: str, view: Snapshot) -> None:
+        self.zone = zone
+        self._view = view
+        self.nodes: dict[str, NodeInfo] = {}
+        self.allocatable: resources.Resources = {}
+        self.used: resources.Resources = {}
+
+    def free(self) -> resources.Resources:
+        """The zone's free capacity: what ``free_on`` of every node would sum to."""
+        out = dict(self.allocatable)
+        for name, amount in self.used.items():
+            if amount or name in out:
+                out[name] = out.get(name, 0) - amount
+        return out
+
+    def frees(self) -> Iterator[resources.Resources]:
+        """``free_on`` of each node, computed as it is read (packing stops when the gang fits)."""
+        for node in self.nodes.values():
+            yield self._view.free_on(node)
+
+
+class _Candidates:
+    """Nodes one scheduling constraint admits, by zone."""
+
+    __slots__ = ("constraint", "node_zone", "zones")
+
+    def __init__(self, constraint: Obj) -> None:
+        self.constraint = constraint
+        self.zones: dict[str, ZoneNodes] = {}
+        self.node_zone: dict[str, str] = {}
+
+
+class Snapshot:
+    """Objects by kind and name, plus the free capacity of every node, updated per event."""
+
+    def __init__(self, *, zone_label: str) -> None:
+        self.zone_label = zone_label
+        #: Every object that is neither a pod nor a node, as it came.
+        self._objects: dict[ObjectKey, Obj] = {}
+        self._by_uid: dict[str, ObjectKey] = {}
+        self._pods: dict[str, dict[str, PodRecord]] = defaultdict(dict)
+        self._pod_by_uid: dict[str, PodRecord] = {}
+        #: (namespace, label key, value) → pods by name, for ``INDEXED_LABELS``.
+        self._pod_index: dict[tuple[str, str, str], dict[str, PodRecord]] = {}
+        self._nodes: dict[str, NodeInfo] = {}
+        self._used: dict[str, resources.Resources] = defaultdict(dict)
+        #: Requests of bound, running pods per podium gang label value.
+        self._gang_used: dict[str, resources.Resources] = defaultdict(dict)
+        #: podium's decision records (ConfigMaps it manages), by key, and ordered by decidedAt.
+        self._records: dict[ObjectKey, Obj] = {}
+        self._record_order: list[tuple[float, ObjectKey]] = []
+        self._record_time: dict[ObjectKey, float] = {}
+        #: Reservations (``reserved``): records with a zone and a decision time, by key and by
+        #: gang; the share of each one decided since ``_window`` that is not bound yet; their sum
+        #: per zone.
+        self._reservable: dict[ObjectKey, records.Record] = {}
+        self._gang_records: dict[str, set[ObjectKey]] = {}
+        self._window = -math.inf
+        self._shares: dict[ObjectKey, tuple[str, resources.Resources]] = {}
+        self._reserved: dict[str, resources.Resources] = {}
+        self._candidates: OrderedDict[bytes, _Candidates] = OrderedDict()
+        #: id(object) → (the object, {function: its result}), for objects the view holds.
+        self._derived: dict[int, tuple[Obj, dict[Callable[[Obj], Any], Any]]] = {}
+        #: ``resources.pod_requests``, parsed once per distinct shape and shared by its pods.
+        self._requests = resources.ByShape(resources.pod_requests)
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Obj], *, zone_label: str) -> Snapshot:
+        snap = cls(zone_label=zone_label)
+        for obj in objects:
+            snap.apply("ADDED", obj)
+        return snap
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def apply(self, event: EventType, obj: Obj) -> None:
+        key = key_of(obj)
+        group, kind, namespace, name = key
+        if (group, kind) == ("", "Pod"):
+            self._apply_pod(event, namespace, name, obj)
+        elif (group, kind) == ("", "Node"):
+            self._apply_node(event, name, obj)
+        else:
+            old = self._objects.pop(key, None)
+            if old is not None:
+                self._forget(key, old)
+            if event != "DELETED":
+                self._remember(key, obj)
+
+    def _remember(self, key: ObjectKey, obj: Obj) -> None:
+        self._objects[key] = obj
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            self._by_uid[str(uid)] = key
+        if key[:2] == ("", "ConfigMap") and _is_record(obj):
+            self._records[key] = obj
+            decided = _parse_time((obj.get("data") or {}).get("decidedAt"))
+            if decided is not None:
+                self._record_time[key] = decided
+                bisect.insort(self._record_order, (decided, key))
+                record = self.derived(obj, records.parse_record)
+                if record is not None and record.zone:
+                    self._reservable[key] = record
+                    self._gang_records.setdefault(record.gang, set()).add(key)
+                    if decided >= self._window:
+                        self._add_share(key)
+
+    def _forget(self, key: ObjectKey, obj: Obj) -> None:
+        self._derived.pop(id(obj), None)
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid and self._by_uid.get(str(uid)) == key:
+            del self._by_uid[str(uid)]
+        if self._records.pop(key, None) is not None:
+            self._drop_share(key)
+            record = self._reservable.pop(key, None)
+            if record is not None:
+                keys = self._gang_records[record.gang]
+                keys.discard(key)
+                if not keys:
+                    del self._gang_records[record.gang]
+            decided = self._record_time.pop(key, None)
+            if decided is not None:
+                at = bisect.bisect_left(self._record_order, (decided, key))
+                del self._record_order[at]
+
+    # -- pods
+
+    def _pod_record(self, namespace: str, name: str, pod: Obj) -> PodRecord:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        node, phase = spec.get("nodeName"), status.get("phase")
+        return PodRecord(
+            namespace=_intern(namespace),
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            node=_intern(node) if node else None,
+            phase=_intern(phase) if isinstance(phase, str) else None,
+            ready=_ready(status.get("conditions")),
+            requests=self._requests(spec),
+            controller=_controller_tuple(meta),
+            labels=_kept_strings(meta.get("labels")),
+            annotations=_kept_strings(meta.get("annotations")),
+            env=_kept_env(spec),
+        )
+
+    def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:
+        in_namespace = self._pods[namespace]
+        old = in_namespace.pop(name, None)
+        if old is not None:
+            self._unindex_pod(old)
+        if event != "DELETED":
+            record = self._pod_record(namespace, name, obj)
+            in_namespace[name] = record
+            self._index_pod(record)
+        elif not in_namespace:
+            del self._pods[namespace]
+
+    def _index_pod(self, pod: PodRecord) -> None:
+        if pod.uid:
+            self._pod_by_uid[pod.uid] = pod
+        for key, value in pod.labels.items():
+            if key in INDEXED_LABELS:
+                self._pod_index.setdefault((pod.namespace, key, value), {})[pod.name] = pod
+        if pod.bound:
+            assert pod.node is not None
+            self._use(pod.node, pod.requests, 1)
+            gang = pod.labels.get(labels.JOB)
+            if gang:
+                self._gang_used[gang] = resources.add(self._gang_used[gang], pod.requests)
+                self._reshare(gang)
+
+    def _unindex_pod(self, pod: PodRecord) -> None:
+        if pod.uid and self._pod_by_uid.get(pod.uid) is pod:
+            del self._pod_by_uid[pod.uid]
+        for key, value in pod.labels.items():
+            if key in INDEXED_LABELS:
+                index_key = (pod.namespace, key, value)
+                members = self._pod_index.get(index_key)
+                if members is not None and members.get(pod.name) is pod:
+                    del members[pod.name]
+                    if not members:
+                        del self._pod_index[index_key]
+        if pod.bound:
+            assert pod.node is not None
+            self._use(pod.node, pod.requests, -1)
+            gang = pod.labels.get(labels.JOB)
+            if gang:
+                left = resources.add(self._gang_used[gang], pod.requests, sign=-1)
+                if any(left.values()):
+                    self._gang_used[gang] = left
+                else:
+                    del self._gang_used[gang]
+                self._reshare(gang)
+
+    # -- reservations: per zone, what recently decided gangs need beyond their bound pods
+
+    def _add_share(self, key: ObjectKey) -> None:
+        record = self._reservable[key]
+        assert record.zone is not None
+        unbound = resources.add(record.demand, self._gang_used.get(record.gang, {}), sign=-1)
+        share = {name: amount for name, amount in unbound.items() if amount > 0}
+        self._shares[key] = (record.zone, share)
+        self._reserved[record.zone] = resources.add(self._reserved.get(record.zone, {}), share)
+
+    def _drop_share(self, key: ObjectKey) -> None:
+        held = self._shares.pop(key, None)
+        if held is None:
+            return
+        zone, share = held
+        left = resources.add(self._reserved.get(zone, {}), share, sign=-1)
+        left = {name: amount for name, amount in left.items() if amount}
+        if left:
+            self._reserved[zone] = left
+        else:
+            self._reserved.pop(zone, None)
+
+    def _reshare(self, gang: str) -> None:
+        """The gang's bound usage changed: its records' shares change with it."""
+        for key in self._gang_records.get(gang, ()):
+            if key in self._shares:
+                self._drop_share(key)
+                self._add_share(key)
+
+    def _use(self, node: str, requests: resources.Resources, sign: int) -> None:
+        self._used[node] = resources.add(self._used[node], requests, sign=sign)
+        for candidates in self._candidates.values():
+            zone = candidates.node_zone.get(node)
+            if zone is not None:
+                zone_nodes = candidates.zones[zone]
+                zone_nodes.used = resources.add(zone_nodes.used, requests, sign=sign)
+
+    # -- nodes
+
+    def _apply_node(self, event: EventType, name: str, obj: Obj) -> None:
+        old = self._nodes.get(name)
+        new = NodeInfo.from_object(obj, self.zone_label) if event != "DELETED" else None
+        if new == old:
+            return  # a status heartbeat: nothing a decision reads has changed
+        if old is not None and old.uid and self._by_uid.get(old.uid) == ("", "Node", "", name):
+            del self._by_uid[old.uid]
+        if new is None:
+            self._nodes.pop(name, None)
+        else:
+            if old is not None:
+                del self._nodes[name]  # a changed node goes to the end, as a re-added one would
+            self._nodes[name] = new
+            if new.uid:
+                self._by_uid[new.uid] = ("", "Node", "", name)
+        for candidates in self._candidates.values():
+            self._uncandidate(candidates, name)
+            if new is not None:
+                self._candidate(candidates, new)
+
+    def _admits(self, constraint: Obj, node: NodeInfo) -> bool:
+        return bool(
+            node.usable
+            and node.zone
+            and selectors.admits_labels(constraint, node.name, node.labels)
+            and selectors.tolerates_all(constraint, node.taints)
+        )
+
+    def _candidate(self, candidates: _Candidates, node: NodeInfo) -> None:
+        if not self._admits(candidates.constraint, node):
+            return
+        assert node.zone is not None
+        zone_nodes = candidates.zones.get(node.zone)
+        if zone_nodes is None:
+            zone_nodes = candidates.zones[node.zone] = ZoneNodes(node.zone, self)
+        zone_nodes.nodes[node.name] = node
+        zone_nodes.allocatable = resources.add(zone_nodes.allocatable, node.allocatable)
+        zone_nodes.used = resources.add(zone_nodes.used, self._used.get(node.name, {}))
+        candidates.node_zone[node.name] = node.zone
+
+    def _uncandidate(self, candidates: _Candidates, name: str) -> None:
+        zone = candidates.node_zone.pop(name, None)
+        if zone is None:
+            return
+        zone_nodes = candidates.zones[zone]
+        node = zone_nodes.nodes.pop(name)
+        if not zone_nodes.nodes:
+            del candidates.zones[zone]
+            return
+        zone_nodes.allocatable = resources.add(zone_nodes.allocatable, node.allocatable, sign=-1)
+        zone_nodes.used = resources.add(zone_nodes.used, self._used.get(name, {}), sign=-1)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+        group = group_of(api_version)
+        if (group, kind) == ("", "Pod"):
+            pod = self._pods.get(namespace, {}).get(name)
+            return pod.as_object() if pod is not None else None
+        if (group, kind) == ("", "Node"):
+            node = self._nodes.get(name)
+            return node.as_object() if node is not None else None
+        return self._objects.get((group, kind, namespace, name))
+
+    def derived(self, obj: Obj, compute: Callable[[Obj], _T]) -> _T:
+        """``compute(obj)``, kept while the view holds this very object (until a watch event
+        replaces or deletes it) so that what is derived from a job is not derived again at each
+        admission of its pods. For an object the view does not hold, computed every time.
+        ``compute`` must be a pure function of ``obj``; it is also the memo's key."""
+        memo = self._derived.get(id(obj))
+        if memo is not None and memo[0] is obj and compute in memo[1]:
+            value: _T = memo[1][compute]
+            return value
+        value = compute(obj)
+        try:
+            held = self._objects.get(key_of(obj)) is obj
+        except (AttributeError, TypeError):  # not shaped like an object: nothing to keep
+            held = False
+        if held:
+            if memo is None or memo[0] is not obj:
+                memo = self._derived[id(obj)] = (obj, {})
+            memo[1][compute] = value
+        return value
+
+    def by_uid(self, uid: str) -> Obj | None:
+        pod = self._pod_by_uid.get(uid)
+        if pod is not None:
+            return pod.as_object()
+        key = self._by_uid.get(uid)
+        if key is None:
+            return None
+        if key[:2] == ("", "Node"):
+            node = self._nodes.get(key[3])
+            return node.as_object() if node is not None else None
+        return self._objects.get(key)
+
+    def namespace(self, name: str) -> Obj | None:
+        return self._objects.get(("", "Namespace", "", name))
+
+    def pod(self, namespace: str, name: str) -> PodRecord | None:
+        return self._pods.get(namespace, {}).get(name)
+
+    def pod_records(
+        self, namespace: str, labels: Mapping[str, str] | None = None
+    ) -> Iterator[PodRecord]:
+        """Pods of ``namespace`` that carry every one of ``labels``; through the label index
+        when one of them is indexed, else by a scan of the namespace."""
+        wanted = dict(labels or {})
+        indexed = [(k, v) for k, v in wanted.items() if k in INDEXED_LABELS]
+        if indexed:
+            pools = [self._pod_index.get((namespace, k, v), {}) for k, v in indexed]
+            pool: Iterable[PodRecord] = min(pools, key=len).values()
+        else:
+            pool = self._pods.get(namespace, {}).values()
+        for pod in pool:
+            if all(pod.labels.get(k) == v for k, v in wanted.items()):
+                yield pod
+
+    def pods_in(self, namespace: str, labels: Mapping[str, str] | None = None) -> Iterator[Obj]:
+        """Pods of ``namespace`` (carrying every one of ``labels``) as the view holds them.
+
+        Every label a pod filter can name is kept (``KEPT_PREFIXES``); other labels are not, so
+        filtering on them finds nothing."""
+        for pod in self.pod_records(namespace, labels):
+            yield pod.as_object()
+
+    def gangs(self) -> Iterator[tuple[str, str]]:
+        """``(namespace, gang key)`` for every value of podium's job label on a pod the view
+        holds: the gangs podium admitted pods into, whether or not their objects still exist."""
+        for namespace, key, value in self._pod_index:
+            if key == labels.JOB:
+                yield namespace, value
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def nodes(self) -> Iterator[NodeInfo]:
+        yield from self._nodes.values()
+
+    def free_on(self, node: NodeInfo) -> resources.Resources:
+        return resources.add(node.allocatable, self._used.get(node.name, {}), sign=-1)
+
+    def candidate_nodes(self, pod_spec: Obj) -> Iterator[NodeInfo]:
+        """Usable nodes in some zone that the pod's own selector, affinity and tolerations admit."""
+        for zone_nodes in self.candidate_zones(pod_spec).values():
+            yield from zone_nodes.nodes.values()
+
+    def candidate_zones(self, pod_spec: Obj) -> Mapping[str, ZoneNodes]:
+        """``candidate_nodes`` by zone, with each zone's free capacity, from a cache per distinct
+        constraint (node selector, required node affinity, tolerations) that pod and node events
+        keep current: no scan of all nodes once a constraint has been seen."""
+        constraint = {
+            "nodeSelector": pod_spec.get("nodeSelector") or {},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": selectors.required_terms(pod_spec)
+                    }
+                }
+            },
+            "tolerations": pod_spec.get("tolerations") or [],
+        }
+        try:
+            key = orjson.dumps(constraint, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # not JSON (an offline YAML oddity): decide without the cache
+            return self._scan_candidates(constraint).zones
+        candidates = self._candidates.get(key)
+        if candidates is None:
+            # A private copy: the cache outlives the request the constraint came from.
+            candidates = self._scan_candidates(orjson.loads(key))
+            self._candidates[key] = candidates
+            if len(self._candidates) > CANDIDATE_CACHE_SIZE:
+                self._candidates.popitem(last=False)
+        else:
+            self._candidates.move_to_end(key)
+        return candidates.zones
+
+    def _scan_candidates(self, constraint: Obj) -> _Candidates:
+        candidates = _Candidates(constraint)
+        for node in self._nodes.values():
+            self._candidate(candidates, node)
+        return candidates
+
+    def reserved(self, *, since: datetime, exclude: str = "") -> dict[str, resources.Resources]:
+        """Per zone, what the gangs decided at or after ``since`` (but ``exclude``) need beyond
+        their bound, running pods (``gang_usage``), so that a burst of new jobs does not all pick
+        the same free space.
+
+        A running sum that every record, every change of a gang's bound pods and every move of
+        the window updates by one share: a query costs the same however many gangs were decided
+        recently. The window moves forward with ``since``; a query for an earlier ``since`` (a
+        clock set back) rebuilds it from the records decided since then."""
+        start = since.timestamp()
+        if start < self._window:
+            self._shares.clear()
+            self._reserved.clear()
+            at = bisect.bisect_left(self._record_order, (start,))
+            for _, key in self._record_order[at:]:
+                if key in self._reservable:
+                    self._add_share(key)
+        elif start > self._window:
+            low = bisect.bisect_left(self._record_order, (self._window,))
+            high = bisect.bisect_left(self._record_order, (start,))
+            for _, key in self._record_order[low:high]:
+                self._drop_share(key)
+        self._window = start
+        out = dict(self._reserved)
+        for key in self._gang_records.get(exclude, ()):
+            if key in self._shares:
+                zone, share = self._shares[key]
+                out[zone] = resources.add(out.get(zone, {}), share, sign=-1)
+        return out
+
+    def gang_usage(self, gang_key: str) -> resources.Resources:
+        """What the bound, running pods carrying podium's label for this gang request."""
+        return self._gang_used.get(gang_key, {})
+
+    def objects(self) -> Iterator[Obj]:
+        yield from self._objects.values()
+        for node in self._nodes.values():
+            yield node.as_object()
+        for pods in self._pods.values():
+            for pod in pods.values():
+                yield pod.as_object()

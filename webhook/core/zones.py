@@ -1,0 +1,214 @@
+"""Choose one zone for a gang, with the reason, from a snapshot. Pure.
+
+Order (first that applies wins): (a) the zone already recorded for the gang; (b) the zone of
+its pods already bound to nodes, the coordinator's first; (c) the single zone the pod's own
+constraint allows; (d) among zones with room for the *whole* gang, the best fit; (e) no zone has
+room: the zone with the most free capacity (and a warning), or no zone, as configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import StrEnum
+
+from webhook.core import resources, selectors
+from webhook.core.adapters.base import PodGroup, total_of
+from webhook.core.settings import NoFit, Placement, Settings
+from webhook.core.view import Obj, Snapshot
+
+
+class Reason(StrEnum):
+    RECORDED = "recorded"
+    COORDINATOR_PLACED = "coordinator-placed"
+    MEMBERS_PLACED = "members-placed"
+    POD_CONSTRAINT = "pod-constraint"
+    BEST_FIT = "best-fit"
+    MOST_FREE = "most-free"
+    NO_FIT_PINNED = "no-fit-most-free"
+    NO_FIT_UNPINNED = "no-fit-unpinned"
+    NO_ZONES = "no-zones"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ZoneCapacity:
+    """What one zone offered this gang: free capacity (after reservations) and whether it fits."""
+
+    zone: str
+    nodes: int
+    free: resources.Resources
+    fits: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {"zone": self.zone, "nodes": self.nodes, "free": self.free, "fits": self.fits}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Placed:
+    """A member of the gang already bound to a node in ``zone``."""
+
+    zone: str
+    coordinator: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ZoneChoice:
+    zone: str | None
+    reason: Reason
+    detail: str
+    capacity: tuple[ZoneCapacity, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def choose_zone(
+    *,
+    pod_spec: Obj,
+    demand: Sequence[PodGroup],
+    recorded_zone: str | None,
+    placed: Sequence[Placed],
+    view: Snapshot,
+    settings: Settings,
+    reserved: Callable[[], Mapping[str, resources.Resources]],
+) -> ZoneChoice:
+    """``reserved`` is called only when capacity decides: reading the recent decisions is the
+    costliest part, and most admissions (every pod after a job's first) never need it."""
+    if recorded_zone:
+        return ZoneChoice(
+            recorded_zone, Reason.RECORDED, f"zone {recorded_zone} recorded for the job"
+        )
+    if placed:
+        return _from_placed(placed)
+    allowed = selectors.pinned_zones(pod_spec, settings.zone_label)
+    if allowed is not None and len(allowed) == 1:
+        (zone,) = allowed
+        return ZoneChoice(zone, Reason.POD_CONSTRAINT, f"the pod already requires zone {zone}")
+    return _by_capacity(pod_spec, demand, view, settings, allowed, reserved())
+
+
+def _from_placed(placed: Sequence[Placed]) -> ZoneChoice:
+    zones = Counter(p.zone for p in placed)
+    warnings: tuple[str, ...] = ()
+    if len(zones) > 1:
+        spread = ", ".join(f"{z}: {n}" for z, n in sorted(zones.items()))
+        warnings = (f"pods of this job already run in several zones ({spread})",)
+    coordinator = sorted(p.zone for p in placed if p.coordinator)
+    if coordinator:
+        zone = coordinator[0]
+        return ZoneChoice(
+            zone, Reason.COORDINATOR_PLACED, f"the coordinator runs in {zone}", warnings=warnings
+        )
+    zone = min(zones, key=lambda z: (-zones[z], z))
+    return ZoneChoice(
+        zone,
+        Reason.MEMBERS_PLACED,
+        f"{zones[zone]} pod(s) of the job run in {zone}",
+        warnings=warnings,
+    )
+
+
+def _primary(total: Mapping[str, int], settings: Settings) -> str:
+    return settings.primary_resource if total.get(settings.primary_resource) else resources.CPU
+
+
+def _by_capacity(
+    pod_spec: Obj,
+    demand: Sequence[PodGroup],
+    view: Snapshot,
+    settings: Settings,
+    allowed: frozenset[str] | None,
+    reserved: Mapping[str, resources.Resources],
+) -> ZoneChoice:
+    by_zone = {
+        zone: nodes
+        for zone, nodes in view.candidate_zones(pod_spec).items()
+        if allowed is None or zone in allowed
+    }
+    if not by_zone:
+        return ZoneChoice(
+            None,
+            Reason.NO_ZONES,
+            "no Ready, schedulable node in any zone admits the pod",
+            warnings=("podium found no zone for this pod; it is left unpinned",),
+        )
+    total = total_of(demand)
+    primary = _primary(total, settings)
+    capacity = []
+    for zone in sorted(by_zone):
+        nodes = by_zone[zone]
+        zone_free = resources.add(nodes.free(), reserved.get(zone, {}), sign=-1)
+        fits = resources.fits(total, zone_free) and _packs(demand, nodes.frees(), primary)
+        capacity.append(ZoneCapacity(zone, len(nodes.nodes), zone_free, fits))
+    fitting = [c for c in capacity if c.fits]
+    need = total.get(primary, 0)
+    summary = f"{need} {primary} for {sum(g.count for g in demand)} pod(s)"
+    if fitting:
+        if settings.placement is Placement.BEST_FIT:
+            best = min(fitting, key=lambda c: (c.free.get(primary, 0) - need, c.zone))
+            return ZoneChoice(
+                best.zone,
+                Reason.BEST_FIT,
+                f"{best.zone} fits the whole job ({summary}) most tightly",
+                tuple(capacity),
+            )
+        best = min(fitting, key=lambda c: (-c.free.get(primary, 0), c.zone))
+        return ZoneChoice(
+            best.zone,
+            Reason.MOST_FREE,
+            f"{best.zone} fits the whole job ({summary}) with the most room",
+            tuple(capacity),
+        )
+    roomiest = min(capacity, key=lambda c: (-c.free.get(primary, 0), c.zone))
+    if settings.no_fit is NoFit.PIN_MOST_FREE:
+        return ZoneChoice(
+            roomiest.zone,
+            Reason.NO_FIT_PINNED,
+            f"no zone has room for the whole job ({summary}); {roomiest.zone} has the most",
+            tuple(capacity),
+            (
+                f"no zone has room for the whole job ({summary}); pinned to {roomiest.zone}, "
+                "which has the most free capacity, so some pods may stay Pending",
+            ),
+        )
+    return ZoneChoice(
+        None,
+        Reason.NO_FIT_UNPINNED,
+        f"no zone has room for the whole job ({summary})",
+        tuple(capacity),
+        (
+            f"no zone has room for the whole job ({summary}); the pod is left unpinned and the job "
+            "may be split across zones",
+        ),
+    )
+
+
+def _packs(demand: Iterable[PodGroup], frees: Iterable[resources.Resources], primary: str) -> bool:
+    """Can every pod of the gang be placed on some node? Largest pods first, whole groups at a time.
+
+    First-fit decreasing on the primary resource: cheap (groups × nodes), and it catches the case
+    an aggregate check misses — 16 free GPUs spread as 2 per node do not hold two 8-GPU pods.
+    Nodes are read from ``frees`` only as far as packing gets: a gang that fits early in a big
+    zone costs a few nodes, not the zone.
+    """
+    source = iter(frees)
+    free: list[resources.Resources] = []
+    for group in sorted(demand, key=lambda g: g.requests.get(primary, 0), reverse=True):
+        left = group.count
+        need = {k: v for k, v in group.requests.items() if v > 0}
+        at = 0
+        while left:
+            if at == len(free):
+                more = next(source, None)
+                if more is None:
+                    break
+                free.append(dict(more))
+            node_free = free[at]
+            at += 1
+            room = min((node_free.get(k, 0) // v for k, v in need.items()), default=left)
+            take = max(0, min(left, room))
+            for k, v in need.items():
+                node_free[k] = node_free.get(k, 0) - v * take
+            left -= take
+        if left:
+            return False
+    return True

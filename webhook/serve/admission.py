@@ -1,0 +1,173 @@
+"""One admission end to end: parse, decide, create the gang's objects, audit, answer.
+
+This is where podium's promise to never block a pod because podium broke is kept: every failure
+after parsing — a bug in the decision, an API error, a timeout — becomes an *allowed, unchanged*
+answer with a warning and an audit record that says why (fail open).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.core import engine, reviews
+from webhook.core.settings import Settings
+from webhook.core.view import Snapshot
+from webhook.serve import audit, effects
+
+log = logging.getLogger("podium.admission")
+
+FAIL_OPEN_WARNING = "podium could not finish ({why}); the pod was admitted unchanged"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """What the server sends: an HTTP status and a JSON body (an AdmissionReview, or an error)."""
+
+    status: int
+    body: dict[str, Any]
+    record: audit.AuditRecord | None = None
+    decision: engine.Decision | None = None
+
+
+class Admitter:
+    """Wires the pure decision to a view of the cluster, the API and the audit sink."""
+
+    def __init__(
+        self,
+        *,
+        view: Callable[[], Snapshot],
+        api: effects.Api | None,
+        settings: Settings,
+        sink: audit.Sink,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        observe: Callable[[audit.AuditRecord], None] | None = None,
+    ) -> None:
+        self.view = view
+        self.api = api
+        self.settings = settings
+        self.sink = sink
+        self.clock = clock
+        self.observe = observe
+
+    async def admit(self, body: bytes) -> Answer:
+        started = time.perf_counter()
+        now = self.clock()
+        try:
+            request = reviews.parse(body)
+        except reviews.ReviewError as err:
+            return Answer(400, {"error": f"malformed AdmissionReview: {err}"})
+        try:
+            return await self._admit(request, started=started, now=now)
+        except Exception as err:  # fail open on anything unforeseen, and say so
+            log.exception("admission %s failed; failing open", request.uid)
+            return self._fail_open(
+                request,
+                None,
+                started=started,
+                now=now,
+                why=f"internal error: {type(err).__name__}: {err}",
+            )
+
+    async def _admit(self, request: reviews.Request, *, started: float, now: datetime) -> Answer:
+        view = self.view()
+        decision = engine.decide(request, view, self.settings, now=now)
+        results: list[dict[str, str]] = []
+        warnings = list(decision.warnings)
+        if decision.effects and request.dry_run:
+            results = [{**effects.describe(m), "outcome": "dry-run"} for m in decision.effects]
+        elif decision.effects:
+            if self.api is None:
+                return self._fail_open(
+                    request, decision, started=started, now=now, why="no Kubernetes API configured"
+                )
+            try:
+                decision, applied = await effects.with_budget(
+                    self.settings.time_budget_seconds,
+                    lambda: self._settle(request, view, decision, now),
+                )
+            except effects.ApiError as err:
+                return self._fail_open(
+                    request, decision, started=started, now=now, why=f"Kubernetes API: {err}"
+                )
+            warnings = [*decision.warnings, *applied.warnings]
+            results = [r.as_dict() for r in applied.results]
+        record = audit.build(
+            request=request,
+            decision=decision,
+            time=now,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            effects=results,
+            warnings=warnings,
+        )
+        self._emit(record)
+        body = reviews.response(
+            uid=request.uid,
+            patch=decision.patch,
+            warnings=warnings,
+            audit_annotations=decision.audit_annotations(),
+            allowed=decision.denial is None,
+            message=decision.denial,
+            code=403 if decision.denial else None,
+        )
+        return Answer(200, body, record, decision)
+
+    async def _settle(
+        self, request: reviews.Request, view: Snapshot, decision: engine.Decision, now: datetime
+    ) -> tuple[engine.Decision, effects.Applied]:
+        """Create the gang's objects; if another admission recorded the gang first, follow it."""
+        assert self.api is not None
+        applied = await effects.ensure(decision, self.api)
+        if applied.followed is not None:
+            decision = engine.decide(
+                request, view, self.settings, now=now, recorded=applied.followed
+            )
+            rest = await effects.ensure(decision, self.api)
+            applied = effects.Applied(applied.results + rest.results, warnings=rest.warnings)
+        return decision, applied
+
+    def _fail_open(
+        self,
+        request: reviews.Request,
+        decision: engine.Decision | None,
+        *,
+        started: float,
+        now: datetime,
+        why: str,
+    ) -> Answer:
+        warning = FAIL_OPEN_WARNING.format(why=why)
+        record: audit.AuditRecord | None = None
+        try:
+            record = audit.build(
+                request=request,
+                decision=decision,
+                time=now,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                outcome="fail-open",
+                reason="fail-open",
+                detail=why,
+                warnings=[warning],
+                error=why,
+            )
+        except Exception:  # the safety net itself must not throw
+            log.exception("building the fail-open audit record for %s failed", request.uid)
+        else:
+            self._emit(record)
+        body = reviews.response(
+            uid=request.uid,
+            warnings=[warning],
+            audit_annotations={"outcome": "fail-open", "reason": why[:200]},
+        )
+        return Answer(200, body, record, decision)
+
+    def _emit(self, record: audit.AuditRecord) -> None:
+        try:
+            self.sink.write(record)
+        except Exception:  # an audit sink failure must not turn into a failed admission
+            log.exception("audit sink failed for %s", record.get("requestUID"))
+        if self.observe is not None:
+            self.observe(record)

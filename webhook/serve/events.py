@@ -1,0 +1,352 @@
+"""Kubernetes Events on the job object, fed from the audit record of every admission.
+
+``kubectl describe pytorchjob llama-ft`` (or ``kubectl events --for pytorchjob/llama-ft``) then
+shows what podium decided for the job, next to the operator's own events:
+
+=================  =======  ==========================================================
+reason             type     when
+=================  =======  ==========================================================
+``ZonePinned``     Normal   the admission that created (or followed) the job's decision
+                            record: once per job, with the zone and the reason
+``Unpinned``       Warning  the same, when no zone fits and the settings leave it unpinned
+``PolicyCreated``  Normal   an admission created the job's allow policy
+``PolicyMissing``  Warning  the policy kind is not installed (CRD missing): pinned, no policy
+``FailOpen``       Warning  podium admitted a pod of the job unchanged because it could not
+                            finish (at most one per job per minute)
+=================  =======  ==========================================================
+
+Dry runs produce no events. Records without a job (a pod podium does not recognise, or a failure
+before the job was known) produce none either: the audit trail and the metrics count them.
+
+``events.k8s.io/v1`` rather than core ``v1`` Events: it is the current API (``regarding`` and
+``related``, ``reportingController``/``reportingInstance``, ``note``), the apiserver validates it
+strictly, and both API versions are the same objects underneath, so ``kubectl describe`` and
+``kubectl get events`` show them alike. RBAC: ``create`` on ``events.k8s.io/events``.
+
+The admission path never waits for an event: ``observe`` builds the events and appends them to a
+bounded queue (the oldest dropped when full); ``run``, a background task on the serving loop,
+posts them one by one with a short timeout. A failed post is dropped with a log line. Drops are
+counted in ``podium_events_dropped`` (``_total`` in the exposition), by reason.
+
+Event names are deterministic per job and reason (``<record name>.zone-pinned``): when several
+replicas race to report the same thing, the apiserver's AlreadyExists keeps one, and a replica
+that already posted a name skips it without a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.core import labels, policies
+from webhook.serve import effects
+
+log = logging.getLogger("podium.events")
+
+API_VERSION = "events.k8s.io/v1"
+#: ``reportingController``: a qualified name, as the apiserver requires.
+CONTROLLER = "podium.dev/webhook"
+
+ZONE_PINNED = "ZonePinned"
+UNPINNED = "Unpinned"
+POLICY_CREATED = "PolicyCreated"
+POLICY_MISSING = "PolicyMissing"
+FAIL_OPEN = "FailOpen"
+
+#: The apiserver's limits (pkg/apis/core/validation/events.go).
+NOTE_LIMIT = 1024
+INSTANCE_LIMIT = 128
+NAME_LIMIT = 253
+
+#: Events waiting to be posted; beyond this the oldest is dropped.
+QUEUE_SIZE = 1000
+#: Event names this replica posted recently: a second post of the same name is skipped.
+REMEMBERED = 4096
+#: Seconds one POST may take.
+POST_TIMEOUT = 2.0
+
+#: Job kinds → apiVersion, for records that do not carry the job's apiVersion. MPIJob is served
+#: as kubeflow.org/v1 (training-operator) and v2beta1 (mpi-operator): left out, ``regarding`` then
+#: has no apiVersion (kubectl matches events by kind, name, namespace and uid).
+JOB_API_VERSIONS: Mapping[tuple[str, str], str] = {
+    **{
+        ("", kind): "kubeflow.org/v1"
+        for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
+    },
+    ("", "TrainJob"): "trainer.kubeflow.org/v1alpha1",
+    ("", "JobSet"): "jobset.x-k8s.io/v1alpha2",
+    ("", "LeaderWorkerSet"): "leaderworkerset.x-k8s.io/v1",
+    ("", "RayCluster"): "ray.io/v1",
+    ("volcanojob", "Job"): "batch.volcano.sh/v1alpha1",
+}
+
+POLICY_API_VERSIONS: Mapping[str, str] = {
+    policies.CILIUM_KIND: policies.CILIUM_API_VERSION,
+    policies.K8S_POLICY_KIND: policies.K8S_POLICY_API_VERSION,
+}
+
+Event = dict[str, Any]
+#: Sends one Event to the apiserver; raises ``effects.ApiError`` (``AlreadyExists`` on 409).
+Poster = Callable[[Event], Awaitable[Any]]
+
+
+def _job_api_version(job: Mapping[str, Any]) -> str | None:
+    if job.get("apiVersion"):
+        return str(job["apiVersion"])
+    kind = str(job.get("kind") or "")
+    framework = str(job.get("framework") or "")
+    return JOB_API_VERSIONS.get((framework, kind)) or JOB_API_VERSIONS.get(("", kind))
+
+
+def _event_name(base: str, suffix: str) -> str:
+    room = NAME_LIMIT - len(suffix) - 1
+    return f"{base[:room].rstrip('-.')}.{suffix}"
+
+
+def _note(text: str) -> str:
+    """At most NOTE_LIMIT bytes of UTF-8, cut at a character boundary."""
+    raw = text.encode()
+    if len(raw) <= NOTE_LIMIT:
+        return text
+    return raw[: NOTE_LIMIT - 3].decode(errors="ignore") + "..."
+
+
+def _micro_time(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def build(record: Mapping[str, Any], *, instance: str, now: datetime) -> list[Event]:
+    """The events one audit record calls for (pure; see the module's table)."""
+    if record.get("dryRun"):
+        return []
+    job = record.get("job")
+    namespace = str(record.get("namespace") or "")
+    if not isinstance(job, Mapping) or not namespace or not job.get("name"):
+        return []
+    kind, name = str(job.get("kind") or ""), str(job["name"])
+    base = labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or ""))
+    regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
+    if api_version := _job_api_version(job):
+        regarding["apiVersion"] = api_version
+    if job.get("uid"):
+        regarding["uid"] = str(job["uid"])
+    display = f"{kind}/{name}"
+
+    def event(
+        suffix: str,
+        reason: str,
+        note: str,
+        *,
+        warning: bool = False,
+        action: str,
+        related: Mapping[str, str] | None = None,
+    ) -> Event:
+        doc: Event = {
+            "apiVersion": API_VERSION,
+            "kind": "Event",
+            "metadata": {"name": _event_name(base, suffix), "namespace": namespace},
+            "eventTime": _micro_time(now),
+            "reportingController": CONTROLLER,
+            "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
+            "action": action,
+            "reason": reason,
+            "type": "Warning" if warning else "Normal",
+            "note": _note(note),
+            "regarding": dict(regarding),
+        }
+        if related:
+            doc["related"] = {**related, "namespace": namespace}
+        return doc
+
+    out: list[Event] = []
+    reason, detail = str(record.get("reason") or ""), str(record.get("detail") or "")
+    why = f"{reason}: {detail}" if detail else reason
+    if record.get("outcome") == "fail-open":
+        minute = now.astimezone(UTC).strftime("%Y%m%d%H%M")
+        error = str(record.get("error") or record.get("detail") or "unknown")
+        pod = str(record.get("pod") or "a pod")
+        out.append(
+            event(
+                f"fail-open-{minute}",
+                FAIL_OPEN,
+                f"podium admitted {pod} of {display} unchanged (not pinned, no policy): {error}",
+                warning=True,
+                action="Admit",
+            )
+        )
+        return out
+    for effect in record.get("effects") or ():
+        if not isinstance(effect, Mapping):
+            continue
+        effect_kind, outcome = str(effect.get("kind") or ""), effect.get("outcome")
+        target = {"kind": effect_kind, "name": str(effect.get("name") or "")}
+        if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
+            related = {"apiVersion": policies.RECORD_API_VERSION, **target}
+            zone = record.get("zone")
+            if zone:
+                out.append(
+                    event(
+                        "zone-pinned",
+                        ZONE_PINNED,
+                        f"every pod of {display} is pinned to zone {zone} ({why})",
+                        warning=reason.startswith("no-fit"),
+                        action="Pin",
+                        related=related,
+                    )
+                )
+            else:
+                out.append(
+                    event(
+                        "unpinned",
+                        UNPINNED,
+                        f"the pods of {display} are left unpinned ({why})",
+                        warning=True,
+                        action="Pin",
+                        related=related,
+                    )
+                )
+        elif effect_kind in POLICY_API_VERSIONS and outcome == "created":
+            out.append(
+                event(
+                    "policy-created",
+                    POLICY_CREATED,
+                    f"created {effect_kind} {target['name']}: all traffic between the pods of "
+                    f"{display} is allowed",
+                    action="CreatePolicy",
+                    related={"apiVersion": POLICY_API_VERSIONS[effect_kind], **target},
+                )
+            )
+        elif effect_kind in POLICY_API_VERSIONS and outcome == "skipped-crd-missing":
+            out.append(
+                event(
+                    "policy-missing",
+                    POLICY_MISSING,
+                    f"{effect_kind} is not installed: the pods of {display} are pinned but no "
+                    "allow policy exists",
+                    warning=True,
+                    action="CreatePolicy",
+                )
+            )
+    return out
+
+
+class EventRecorder:
+    """Queues events from audit records (``observe``) and posts them in the background (``run``)."""
+
+    def __init__(
+        self,
+        post: Poster,
+        *,
+        instance: str,
+        queue_size: int = QUEUE_SIZE,
+        timeout: float = POST_TIMEOUT,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_drop: Callable[[str], None] | None = None,
+    ) -> None:
+        self.post = post
+        self.instance = instance
+        self.timeout = timeout
+        self.clock = clock
+        self.on_drop = on_drop
+        self.queue: collections.deque[Event] = collections.deque(maxlen=queue_size)
+        self.posted = 0
+        self.dropped = 0
+        self._sent: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def observe(self, record: Mapping[str, Any]) -> None:
+        """Queue the record's events; never raises, never waits (it is on the admission path)."""
+        try:
+            events = build(record, instance=self.instance, now=self.clock())
+            for event in events:
+                if event["metadata"]["name"] in self._sent:
+                    continue
+                if len(self.queue) == self.queue.maxlen:
+                    self._drop("queue-full", self.queue[0], "the queue is full")
+                self.queue.append(event)
+            if events:
+                self._signal()
+        except Exception:  # events are a courtesy; the admission already stands
+            log.exception("building events for admission %s failed", record.get("requestUID"))
+
+    def _signal(self) -> None:
+        wake, loop = self._wake, self._loop
+        if wake is None or loop is None:
+            return  # not running yet: run() drains what is queued when it starts
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            wake.set()
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(wake.set)
+
+    def _drop(self, reason: str, event: Event, why: str) -> None:
+        self.dropped += 1
+        log.warning(
+            "dropped event %s %s/%s: %s",
+            event.get("reason"),
+            event["metadata"].get("namespace"),
+            event["metadata"].get("name"),
+            why,
+        )
+        if self.on_drop is not None:
+            with contextlib.suppress(Exception):
+                self.on_drop(reason)
+
+    def _remember(self, name: str) -> None:
+        self._sent[name] = None
+        self._sent.move_to_end(name)
+        while len(self._sent) > REMEMBERED:
+            self._sent.popitem(last=False)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Post queued events until ``stop`` is set (what is still queued then is abandoned)."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                for event in self._drain():
+                    if stop.is_set():
+                        break
+                    await self._send(event)
+                if stop.is_set():
+                    break
+                waking = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({waking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                waking.cancel()
+                self._wake.clear()
+        finally:
+            stopping.cancel()
+            self._wake = None
+            self._loop = None
+
+    def _drain(self) -> Iterator[Event]:
+        while self.queue:
+            yield self.queue.popleft()
+
+    async def _send(self, event: Event) -> None:
+        name = event["metadata"]["name"]
+        if name in self._sent:
+            return
+        try:
+            await asyncio.wait_for(self.post(event), timeout=self.timeout)
+        except effects.AlreadyExists:
+            pass  # another replica (or an earlier post) reported it
+        except TimeoutError:
+            self._drop("post-failed", event, f"no answer within {self.timeout:g}s")
+            return
+        except Exception as err:  # ApiError, or a bug in the poster: drop, never stop posting
+            self._drop("post-failed", event, f"{type(err).__name__}: {err}")
+            return
+        self.posted += 1
+        self._remember(name)

@@ -1,0 +1,445 @@
+"""Keep podium's side effects true: a record and a policy for every live job podium admitted, none
+for jobs that are gone or never got a pod, and no policy edited away from what podium wrote.
+
+An admitted pod may never be persisted (a later webhook or validation can reject it), a user can
+delete or edit a policy, and the garbage collector only helps once the job is deleted. So every
+``interval`` seconds the leader (``leader.LeaderElector``) lists podium's objects, and for every
+gang that has one, or has pods carrying podium's label (so that a gang whose record and policy
+were both deleted is found from its pods):
+
+* ``plan`` — pure: ``(view, settings, owned, now, tuning) → [Action]`` — decides, per gang;
+* ``Reconciler.execute`` carries the actions out with resourceVersion-guarded writes and audits
+  each one (``outcome: reconcile``).
+
+Orphans are removed in two passes, so nothing in flight is lost: an object older than the grace
+period whose job is gone (or that has no pod of its gang) is first *marked* with the annotation
+``podium.dev/orphan-since``; a later pass deletes it only if it is still an orphan a grace period
+after the mark, with the mark's resourceVersion as a precondition. A gang that gets its pods in
+the meantime is unmarked. A record created seconds ago whose pods are still being created is
+younger than the grace period and is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from webhook.core import adapters, labels, policies
+from webhook.core.adapters.base import Gang
+from webhook.core.policies import Manifest
+from webhook.core.settings import PolicyMode, Settings
+from webhook.core.view import Obj, Snapshot
+from webhook.kube import kubeops
+from webhook.serve import audit, effects
+
+log = logging.getLogger("podium.reconciler")
+
+#: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
+ORPHAN_SINCE = labels.PREFIX + "orphan-since"
+
+Verb = Literal["create", "repair", "mark", "unmark", "delete"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tuning:
+    #: How long an object must be an orphan — first unmarked, then marked — before it goes.
+    grace_seconds: float = 120.0
+    interval_seconds: float = 30.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Tuning:
+        """``orphan-grace-seconds`` and ``reconcile-interval-seconds``."""
+        return cls(
+            grace_seconds=settings.orphan_grace_seconds,
+            interval_seconds=settings.reconcile_interval_seconds,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owned:
+    """podium's objects as listed from the apiserver (fresh, with their resourceVersions)."""
+
+    records: Sequence[Obj] = ()
+    policies: Sequence[Obj] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    verb: Verb
+    reason: str
+    detail: str
+    gang: str
+    #: create: the object to create; repair, mark, unmark, delete: the existing object.
+    manifest: Manifest
+    #: repair, mark, unmark: the merge patch to send (guarded by the listed resourceVersion).
+    patch: Manifest | None = None
+    #: The job as the object names it (its ownerReference).
+    owner: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def target(self) -> tuple[str, str, str]:
+        meta = self.manifest["metadata"]
+        return str(self.manifest["kind"]), str(meta.get("namespace", "")), str(meta["name"])
+
+
+# -- the plan (pure) -----------------------------------------------------------------------------
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        at = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _owner(obj: Obj) -> Mapping[str, Any]:
+    refs = _meta(obj).get("ownerReferences") or []
+    return refs[0] if refs and isinstance(refs[0], Mapping) else {}
+
+
+def _job_uid(obj: Obj) -> str:
+    data = obj.get("data") or {}
+    return str(data.get("jobUID") or _owner(obj).get("uid") or "")
+
+
+def _majority(values: Iterable[str]) -> str | None:
+    counted = collections.Counter(v for v in values if v)
+    return counted.most_common(1)[0][0] if counted else None
+
+
+def merge_diff(before: Any, after: Any) -> Any:
+    """The RFC 7386 merge patch that turns ``before`` into ``after`` (null removes a key)."""
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return after
+    out: dict[str, Any] = {k: None for k in before if k not in after}
+    for key, value in after.items():
+        if key not in before:
+            out[key] = value
+        elif before[key] != value:
+            out[key] = merge_diff(before[key], value)
+    return out
+
+
+def plan(
+    view: Snapshot, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
+) -> list[Action]:
+    """What to do about every gang that has a podium object or a pod carrying its label, decided
+    from the objects, the pods carrying the gang's label and the jobs in ``view``."""
+    groups: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
+    for obj in (*owned.records, *owned.policies):
+        gang = (_meta(obj).get("labels") or {}).get(labels.JOB)
+        if gang:
+            groups[(str(_meta(obj).get("namespace") or ""), str(gang))].append(obj)
+    for namespace, gang in view.gangs():  # pods of a gang whose record and policy are both gone
+        groups.setdefault((namespace, gang), [])
+    actions: list[Action] = []
+    for (namespace, gang), objects in sorted(groups.items()):
+        actions.extend(_plan_gang(view, settings, namespace, gang, objects, now, tuning))
+    return actions
+
+
+def _plan_gang(
+    view: Snapshot,
+    settings: Settings,
+    namespace: str,
+    gang: str,
+    objects: Sequence[Obj],
+    now: datetime,
+    tuning: Tuning,
+) -> list[Action]:
+    members = list(view.pods_in(namespace, {labels.JOB: gang}))
+    found: Gang | None = None
+    if objects:
+        uid = next((u for u in map(_job_uid, objects) if u), "")
+        owner = _owner(objects[0])
+    else:  # only pods carry the gang's label: their job is the one to rebuild for
+        found = _gang_of(members, namespace, gang, view)
+        if found is None:
+            return []
+        uid, owner = found.owner.uid, found.owner.as_owner_reference()
+    job = view.by_uid(uid) if uid else None
+    if job is not None and _meta(job).get("namespace") != namespace:
+        job = None
+
+    def act(
+        verb: Verb, reason: str, detail: str, manifest: Manifest, patch: Manifest | None = None
+    ) -> Action:
+        return Action(
+            verb=verb,
+            reason=reason,
+            detail=detail,
+            gang=gang,
+            manifest=manifest,
+            patch=patch,
+            owner=owner,
+        )
+
+    if job is None or not members:
+        reason = "job-gone" if job is None else "no-pods"
+        detail = (
+            f"the job with UID {uid or '?'} does not exist"
+            if job is None
+            else f"no pod carries {labels.JOB}={gang}"
+        )
+        return [a for obj in objects if (a := _orphan(obj, reason, detail, now, tuning, act))]
+    actions = [
+        act(
+            "unmark",
+            "adopted",
+            f"{len(members)} pod(s) of the gang exist",
+            dict(obj),
+            _annotate(obj, None),
+        )
+        for obj in objects
+        if ORPHAN_SINCE in (_meta(obj).get("annotations") or {})
+    ]
+    found = found or _gang_of(members, namespace, gang, view)
+    if found is None:
+        return actions  # no adapter recognises the pods any more: nothing to rebuild from
+    record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
+    if record is None:
+        zone = _majority(
+            str((_meta(p).get("annotations") or {}).get(labels.ZONE) or "") for p in members
+        )
+        first_reason = _majority(
+            str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members
+        )
+        manifest = policies.build_record(
+            gang=found,
+            namespace=namespace,
+            zone=zone,
+            reason=first_reason or "reconciled",
+            detail="re-created by the reconciler from the zone its pods were pinned to",
+            decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+        )
+        actions.append(act("create", "missing-record", "the decision record was gone", manifest))
+    expected = policies.build_policy(gang=found, namespace=namespace, mode=settings.policy_mode)
+    if expected is None:
+        return actions
+    policy = next(
+        (
+            o
+            for o in objects
+            if (o.get("kind"), _meta(o).get("name"))
+            == (expected["kind"], expected["metadata"]["name"])
+        ),
+        None,
+    )
+    if policy is None:
+        actions.append(act("create", "missing-policy", "the allow policy was missing", expected))
+    elif policy.get("spec") != expected["spec"]:
+        diff = merge_diff(policy.get("spec") or {}, expected["spec"])
+        patch = {"metadata": {"resourceVersion": _meta(policy).get("resourceVersion")}}
+        actions.append(
+            act(
+                "repair",
+                "policy-drifted",
+                f"spec fields edited: {', '.join(sorted(diff))}",
+                dict(policy),
+                {**patch, "spec": diff},
+            )
+        )
+    return actions
+
+
+def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: Snapshot) -> Gang | None:
+    for pod in members:
+        found = adapters.recognise(pod, namespace, view)
+        if found is not None and found.key == gang:
+            return found
+    return None
+
+
+def _annotate(obj: Obj, value: str | None) -> Manifest:
+    """Set (or with None remove) the orphan mark, unless the object changed since it was read."""
+    return {
+        "metadata": {
+            "resourceVersion": _meta(obj).get("resourceVersion"),
+            "annotations": {ORPHAN_SINCE: value},
+        }
+    }
+
+
+def _orphan(
+    obj: Obj,
+    reason: str,
+    detail: str,
+    now: datetime,
+    tuning: Tuning,
+    act: Callable[[Verb, str, str, Manifest, Manifest | None], Action],
+) -> Action | None:
+    meta = _meta(obj)
+    since = _time((meta.get("annotations") or {}).get(ORPHAN_SINCE))
+    if since is not None:
+        if (now - since).total_seconds() >= tuning.grace_seconds:
+            detail = f"{detail} (orphaned since {since.isoformat()})"
+            return act("delete", reason, detail, dict(obj), None)
+        return None
+    created = _time(meta.get("creationTimestamp"))
+    if created is not None and (now - created).total_seconds() < tuning.grace_seconds:
+        return None  # in flight: its pods may still be on their way
+    mark = _annotate(obj, now.astimezone(UTC).isoformat(timespec="seconds"))
+    return act("mark", reason, detail, dict(obj), mark)
+
+
+# -- carrying it out -----------------------------------------------------------------------------
+
+
+def _policy_kinds(mode: PolicyMode) -> list[tuple[str, str]]:
+    kind = policies.policy_kind(mode)
+    return [kind] if kind else []
+
+
+class Reconciler:
+    """Runs ``plan`` and carries it out while this replica leads and the cache has synced."""
+
+    def __init__(
+        self,
+        *,
+        view: Callable[[], Snapshot],
+        ready: Callable[[], bool],
+        api: kubeops.Objects,
+        settings: Settings,
+        sink: audit.Sink,
+        tuning: Tuning = Tuning(),
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.view = view
+        self.ready = ready
+        self.api = api
+        self.settings = settings
+        self.sink = sink
+        self.tuning = tuning
+        self.is_leader = is_leader
+        self.clock = clock
+
+    async def list_owned(self) -> Owned:
+        managed = f"{labels.MANAGED_BY}={labels.MANAGER}"
+        records = await self.api.list(
+            policies.RECORD_API_VERSION,
+            policies.RECORD_KIND,
+            label_selector=f"{managed},{labels.COMPONENT}=decision",
+        )
+        found: list[Obj] = []
+        for api_version, kind in _policy_kinds(self.settings.policy_mode):
+            with contextlib.suppress(effects.NotFound):  # the CRD is not installed
+                found.extend(
+                    await self.api.list(
+                        api_version, kind, label_selector=f"{managed},{labels.COMPONENT}=policy"
+                    )
+                )
+        return Owned(records=records, policies=found)
+
+    async def run_once(self) -> list[audit.AuditRecord]:
+        """One pass; the audit records of what it did. Nothing when not leading or not synced."""
+        if not (self.is_leader() and self.ready()):
+            return []
+        owned = await self.list_owned()
+        now = self.clock()
+        actions = plan(self.view(), self.settings, owned=owned, now=now, tuning=self.tuning)
+        return [await self.execute(action, now=now) for action in actions]
+
+    async def execute(self, action: Action, *, now: datetime) -> audit.AuditRecord:
+        started = time.perf_counter()
+        try:
+            result = await self._carry_out(action, now=now)
+        except kubeops.Conflict:
+            result = "conflict"  # changed since it was listed: the next pass decides again
+        except effects.ApiError as err:
+            result = f"failed: {err}"
+        record = self._audit(action, result, now=now, started=started)
+        with contextlib.suppress(Exception):
+            self.sink.write(record)
+        log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
+        return record
+
+    async def _carry_out(self, action: Action, *, now: datetime) -> str:
+        kind, namespace, name = action.target
+        api_version = str(action.manifest["apiVersion"])
+        meta = action.manifest["metadata"]
+        if action.verb == "create":
+            try:
+                await self.api.create(action.manifest)
+            except effects.AlreadyExists:
+                return "exists"
+            except effects.NotFound:
+                return "resource-missing"
+            return "created"
+        try:
+            if action.patch is not None:
+                await self.api.merge_patch(api_version, kind, namespace, name, action.patch)
+                return {"repair": "repaired", "mark": "marked", "unmark": "unmarked"}[action.verb]
+            if action.reason == "job-gone" and await self._job_lives(action.owner, namespace):
+                return "kept: the job exists"
+            await self.api.delete(
+                api_version,
+                kind,
+                namespace,
+                name,
+                uid=str(meta.get("uid") or "") or None,
+                resource_version=str(meta.get("resourceVersion") or "") or None,
+            )
+            return "deleted"
+        except effects.NotFound:
+            return "gone"
+
+    async def _job_lives(self, owner: Mapping[str, Any], namespace: str) -> bool:
+        """Before deleting for a gone job, ask the apiserver rather than trust the cache."""
+        if not owner.get("kind") or not owner.get("name"):
+            return False
+        try:
+            job = await self.api.get(
+                str(owner.get("apiVersion")), str(owner["kind"]), namespace, str(owner["name"])
+            )
+        except effects.NotFound:
+            return False
+        return bool(_meta(job).get("uid") == owner.get("uid"))
+
+    def _audit(
+        self, action: Action, result: str, *, now: datetime, started: float
+    ) -> audit.AuditRecord:
+        kind, namespace, name = action.target
+        record = audit.build(
+            request=None,
+            decision=None,
+            time=now,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            outcome="reconcile",
+            reason=action.reason,
+            detail=action.detail,
+            effects=[{"kind": kind, "name": name, "namespace": namespace, "outcome": result}],
+            error=result[len("failed: ") :] if result.startswith("failed: ") else None,
+        )
+        record["namespace"] = namespace
+        record["action"] = action.verb
+        record["result"] = result
+        record["job"] = {
+            "kind": action.owner.get("kind"),
+            "name": action.owner.get("name"),
+            "uid": action.owner.get("uid"),
+            "gang": action.gang,
+        }
+        return record
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """A pass every ``interval_seconds`` until ``stop``; a failed pass is logged, not fatal."""
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except Exception:  # a broken pass must not end reconciling, nor the server
+                log.exception("reconcile pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.tuning.interval_seconds)

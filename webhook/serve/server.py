@@ -1,0 +1,428 @@
+"""The HTTP edge: the app that answers the apiserver, and ``run`` that wires podium up.
+
+``/mutate`` is plain ASGI in front of a FastAPI app that serves the rest (``Webhook``). The app
+maps transport problems to HTTP codes and leaves every admission decision to the ``Admitter``::
+
+    POST /mutate   200 AdmissionReview answer (also when podium fails open)
+                   400 not an AdmissionReview (the reason is in the body)
+                   413 body over 3 MiB (the apiserver's own cap), by header or by bytes read
+                   405 any other method
+                   415 content type not application/json
+                   500 only when even the request uid cannot be read after an internal error
+    GET  /healthz  200 while the process serves
+    GET  /readyz   200 once the watch cache has synced, else 503 listing what it waits for
+    GET  /metrics  Prometheus text
+
+The body is read raw and answered with orjson bytes: no pydantic models on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import logging.config
+import os
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+from fastapi import FastAPI, Response
+from starlette.types import Receive, Scope, Send
+
+from webhook.core import reviews
+from webhook.core.settings import Settings
+from webhook.core.view import Snapshot
+from webhook.kube import cache, kubeapi, kubeops, leader
+from webhook.serve import admission, audit, events, reconciler, tls
+from webhook.serve.metrics import CONTENT_TYPE, Metrics
+
+log = logging.getLogger("podium.server")
+
+#: The apiserver never sends more (its own request size limit); neither will we read more.
+MAX_BODY = 3 * 1024 * 1024
+JSON = "application/json"
+MUTATE_PATH = "/mutate"
+_JSON_HEADER = (b"content-type", JSON.encode())
+
+Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+def _json(status: int, body: Any) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=JSON)
+
+
+def _is_json(content_type: str | None) -> bool:
+    """``application/json``, with parameters such as ``charset`` allowed."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == JSON
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """A request header (ASGI gives names lowercased, values as latin-1 bytes)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _declared_size(scope: Scope) -> int | None:
+    value = _header(scope, b"content-length")
+    if value is None:
+        return None
+    try:
+        size = int(value)
+    except ValueError:
+        raise _Refused(400, "bad-content-length", "Content-Length is not a number") from None
+    if size < 0:
+        raise _Refused(400, "bad-content-length", "Content-Length is negative")
+    return size
+
+
+def _too_large(size: int, limit: int) -> _Refused:
+    return _Refused(413, "too-large", f"request body of {size} bytes or more exceeds {limit} bytes")
+
+
+class _Disconnected(Exception):
+    """The client went away before the whole body was read."""
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The body, read chunk by chunk and abandoned as soon as it passes ``limit``."""
+    size = _declared_size(scope)
+    if size is not None and size > limit:
+        raise _too_large(size, limit)
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(len(body), limit)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+class Webhook:
+    """The ASGI app podium serves: ``POST /mutate`` answered as plain ASGI, everything else
+    (``/healthz``, ``/readyz``, ``/metrics``, the lifespan) by the FastAPI app ``api``.
+
+    ``/mutate`` is on the path of every pod creation. FastAPI's middleware stack, routing and
+    request objects cost about 0.13 ms a request there: as much as bare uvicorn with TLS, and
+    more than podium's decision for a later pod (docs/benchmarks/README.md)."""
+
+    def __init__(
+        self, api: FastAPI, *, admitter: admission.Admitter, meter: Metrics, max_body: int
+    ) -> None:
+        self.api = api
+        self.admitter = admitter
+        self.meter = meter
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != MUTATE_PATH:
+            await self.api(scope, receive, send)
+            return
+        headers = [_JSON_HEADER]
+        if scope["method"] == "POST":
+            status, body = await self.mutate(scope, receive)
+        else:
+            status, body = 405, orjson.dumps({"error": f"{MUTATE_PATH} answers only POST"})
+            headers.append((b"allow", b"POST"))
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def mutate(self, scope: Scope, receive: Receive) -> tuple[int, bytes]:
+        body = b""
+        try:
+            if not _is_json(_header(scope, b"content-type")):
+                raise _Refused(415, "unsupported-media-type", f"content type must be {JSON}")
+            body = await _read_body(scope, receive, self.max_body)
+            answer = await self.admitter.admit(body)
+            if answer.status != 200:
+                self.meter.rejected.labels(reason="malformed").inc()
+            return answer.status, orjson.dumps(answer.body)
+        except _Refused as refused:
+            self.meter.rejected.labels(reason=refused.reason).inc()
+            return refused.status, orjson.dumps({"error": str(refused)})
+        except _Disconnected:
+            self.meter.rejected.labels(reason="client-disconnected").inc()
+            return 400, orjson.dumps({"error": "the client went away before the body was read"})
+        except Exception as err:  # the server must answer, whatever broke
+            return _internal_error(body, err, self.meter)
+
+
+def create_app(
+    *,
+    admitter: admission.Admitter,
+    ready: Callable[[], bool],
+    pending: Callable[[], Sequence[str]] = lambda: (),
+    metrics: Metrics | None = None,
+    lifespan: Lifespan | None = None,
+    max_body: int = MAX_BODY,
+) -> Webhook:
+    """The webhook app. Admissions are counted when the admitter was built with
+    ``observe=metrics.observe``; the app itself counts refused requests and the cache gauge."""
+    meter = metrics if metrics is not None else Metrics()
+    meter.track_ready(ready)
+    api = FastAPI(
+        title="podium", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+
+    @api.get("/healthz")
+    async def healthz() -> Response:
+        return _json(200, {"status": "ok"})
+
+    @api.get("/readyz")
+    async def readyz() -> Response:
+        if ready():
+            return _json(200, {"status": "ready"})
+        return _json(503, {"status": "not ready", "waitingFor": list(pending())})
+
+    @api.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(meter.render(), media_type=CONTENT_TYPE)
+
+    return Webhook(api, admitter=admitter, meter=meter, max_body=max_body)
+
+
+def _internal_error(body: bytes, err: Exception, meter: Metrics) -> tuple[int, bytes]:
+    """Fail open when the review can be answered at all; a bare 500 only when it cannot."""
+    uid = reviews.request_uid(body)
+    log.exception("unexpected error answering admission %r", uid)
+    if not uid:
+        meter.rejected.labels(reason="internal-error").inc()
+        return 500, orjson.dumps({"error": f"internal error: {type(err).__name__}"})
+    meter.fail_open.inc()
+    meter.admissions.labels(outcome="fail-open", reason="server-error").inc()
+    why = f"internal error: {type(err).__name__}"
+    answer = reviews.response(
+        uid=uid,
+        warnings=[admission.FAIL_OPEN_WARNING.format(why=why)],
+        audit_annotations={"outcome": "fail-open", "reason": why},
+    )
+    return 200, orjson.dumps(answer)
+
+
+# -- running it ---------------------------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line on stderr; stdout carries only audit records."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(doc, default=str).decode()
+
+
+LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": f"{__name__}.JsonFormatter"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "stream": "ext://sys.stderr",
+        }
+    },
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+    },
+    "root": {"handlers": ["stderr"], "level": "INFO"},
+}
+
+
+def server_config(
+    app: Webhook,
+    *,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    log_config: dict[str, Any] | None = LOG_CONFIG,
+) -> uvicorn.Config:
+    """uvicorn settings for the webhook: uvloop and httptools when installed ("auto"), TLS from
+    our own context (so the reloader can swap its pair), no access log, long keep-alive (the
+    apiserver reuses connections; closing them first invites a race on a request in flight), and
+    no X-Forwarded-* rewriting: the apiserver calls podium directly, and a forwarded header
+    from anyone else must not change what podium logs as the caller."""
+    options: dict[str, Any] = {}
+    if ssl_context is not None:
+        options["ssl_context_factory"] = lambda _config, _default: ssl_context
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="auto",
+        http="auto",
+        lifespan="on",
+        log_config=log_config,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        timeout_keep_alive=120,
+        timeout_graceful_shutdown=10,
+        **options,
+    )
+
+
+def serving_lifespan(
+    watch_cache: cache.WatchCache | None,
+    reloader: tls.CertReloader | None,
+    recorder: events.EventRecorder | None = None,
+    background: Sequence[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = (),
+) -> Lifespan:
+    """Start the watch cache, the certificate reloader, the event poster and ``background``
+    loops (leader election, reconciler) on the serving loop; stop them all."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        reloading = asyncio.create_task(reloader.run(stop)) if reloader is not None else None
+        posting = asyncio.create_task(recorder.run(stop)) if recorder is not None else None
+        loops = [asyncio.create_task(loop(stop)) for loop in background]
+        freezing = None
+        if watch_cache is not None:
+            watch_cache.start()
+            freezing = asyncio.create_task(_freeze_when_synced(watch_cache))
+        try:
+            yield
+        finally:
+            stop.set()
+            if freezing is not None:
+                freezing.cancel()
+            if reloading is not None:
+                await reloading
+            if posting is not None:
+                await posting
+            await asyncio.gather(*loops, return_exceptions=True)
+            if watch_cache is not None:
+                await asyncio.to_thread(watch_cache.stop)
+
+    return lifespan
+
+
+def freeze_heap() -> None:
+    """Move everything alive now out of the cyclic collector's way. After the initial sync that is
+    mostly the cluster view, which the collector would otherwise re-walk on every full pass: at
+    1,000 nodes that was the p99 of an admission (docs/benchmarks/README.md)."""
+    gc.collect()
+    gc.freeze()
+
+
+async def _freeze_when_synced(watch_cache: cache.WatchCache) -> None:
+    await watch_cache.ready.wait()
+    freeze_heap()
+
+
+def run(
+    *,
+    host: str,
+    port: int,
+    cert_file: Path | None,
+    key_file: Path | None,
+    kubeconfig: Path | None,
+    settings: Settings,
+    audit_file: Path | None,
+    tls_min_version: tls.TLSVersionName = "1.2",
+    client_ca_file: Path | None = None,
+    use_tls: bool = True,
+) -> None:
+    """Serve admissions until SIGTERM/SIGINT. Raises ``kubeapi.ClientConfigError``, ``OSError``
+    or ``ssl.SSLError`` when it cannot start."""
+    ssl_context: ssl.SSLContext | None = None
+    reloader: tls.CertReloader | None = None
+    if use_tls:
+        if cert_file is None or key_file is None:
+            raise ValueError("TLS needs a certificate and a key file")
+        ssl_context = tls.server_context(
+            cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
+        )
+        reloader = tls.CertReloader(ssl_context, cert_file, key_file)
+    api_client = kubeapi.load_client(kubeconfig)
+    logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
+    snapshot = Snapshot(zone_label=settings.zone_label)
+    watch_cache = cache.WatchCache(snapshot, kubeapi.KubeLister(api_client))
+    sinks: list[audit.Sink] = [audit.StreamSink()]
+    if audit_file is not None:
+        sinks.append(audit.FileSink(audit_file))
+    meter = Metrics()
+    trail = audit.BackgroundSink(audit.FanOut(sinks), on_drop=meter.audit_dropped.inc)
+    recorder = events.EventRecorder(
+        kubeapi.KubeApi(api_client, timeout=events.POST_TIMEOUT).create,
+        instance=os.environ.get("POD_NAME") or socket.gethostname(),
+        on_drop=lambda reason: meter.events_dropped.labels(reason=reason).inc(),
+    )
+
+    def observe(record: audit.AuditRecord) -> None:
+        meter.observe(record)
+        recorder.observe(record)
+
+    admitter = admission.Admitter(
+        view=lambda: snapshot,
+        api=kubeapi.KubeApi(api_client, timeout=settings.time_budget_seconds),
+        settings=settings,
+        sink=trail,
+        observe=observe,
+    )
+    objects = kubeops.KubeObjects(api_client)
+    elector = leader.LeaderElector(
+        objects, namespace=settings.own_namespace, identity=leader.default_identity()
+    )
+    keeper = reconciler.Reconciler(
+        view=lambda: snapshot,
+        ready=watch_cache.is_ready,
+        api=objects,
+        settings=settings,
+        sink=trail,
+        tuning=reconciler.Tuning.from_settings(settings),
+        is_leader=lambda: elector.is_leader,
+    )
+    app = create_app(
+        admitter=admitter,
+        ready=watch_cache.is_ready,
+        pending=watch_cache.pending,
+        metrics=meter,
+        lifespan=serving_lifespan(
+            watch_cache, reloader, recorder, background=(elector.run, keeper.run)
+        ),
+    )
+    config = server_config(app, host=host, port=port, ssl_context=ssl_context)
+    log.info(
+        "podium serving on %s://%s:%d (own namespace %s, policy mode %s)",
+        "https" if ssl_context else "http",
+        host,
+        port,
+        settings.own_namespace,
+        settings.policy_mode,
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        trail.close()  # the admissions have stopped: write what is still queued
+        api_client.close()  # type: ignore[no-untyped-call]
