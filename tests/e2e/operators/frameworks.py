@@ -230,9 +230,7 @@ FRAMEWORKS: dict[str, Framework] = {
             name="pytorchjob",
             operator="trainingoperator",
             source="examples/pytorch/simple.yaml",
-            make=_kubeflow_v1(
-                "examples/pytorch/simple.yaml", "pytorchReplicaSpecs", {"Worker": 2}
-            ),
+            make=_kubeflow_v1("examples/pytorch/simple.yaml", "pytorchReplicaSpecs", {"Worker": 2}),
             pods=3,
             adaptations=("Worker replicas 1 -> 2", "one nvidia.com/gpu per container"),
             pod_labels=_KUBEFLOW_V1_LABELS,
@@ -291,10 +289,10 @@ FRAMEWORKS: dict[str, Framework] = {
             adaptations=("one nvidia.com/gpu per worker container",),
             intermediates=(("batch/v1", "Job"), ("v1", "ConfigMap")),
             pod_labels=(
-                    "training.kubeflow.org/operator-name",
-                    "training.kubeflow.org/job-name",
-                    "training.kubeflow.org/job-role",
-                ),
+                "training.kubeflow.org/operator-name",
+                "training.kubeflow.org/job-name",
+                "training.kubeflow.org/job-role",
+            ),
         ),
         Framework(
             name="mpijob-launcher-as-worker",
@@ -309,10 +307,10 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             intermediates=(("batch/v1", "Job"), ("v1", "ConfigMap")),
             pod_labels=(
-                    "training.kubeflow.org/operator-name",
-                    "training.kubeflow.org/job-name",
-                    "training.kubeflow.org/job-role",
-                ),
+                "training.kubeflow.org/operator-name",
+                "training.kubeflow.org/job-name",
+                "training.kubeflow.org/job-role",
+            ),
         ),
         Framework(
             name="jobset",
@@ -331,7 +329,9 @@ FRAMEWORKS: dict[str, Framework] = {
             name="trainjob",
             operator="trainer",
             needs=("jobset",),
-            source="examples/yaml/01-multi-node.yaml + manifests/base/runtimes/torch_distributed.yaml",
+            source=(
+                "examples/yaml/01-multi-node.yaml + manifests/base/runtimes/torch_distributed.yaml"
+            ),
             make=_trainjob,
             pods=3,
             adaptations=("trainer.resourcesPerNode.limits nvidia.com/gpu: 1",),
@@ -347,11 +347,11 @@ FRAMEWORKS: dict[str, Framework] = {
             adaptations=("replicas 3 -> 2", "size 4 -> 3", "one nvidia.com/gpu per container"),
             intermediates=(("apps/v1", "StatefulSet"),),
             pod_labels=(
-                    "leaderworkerset.sigs.k8s.io/name",
-                    "leaderworkerset.sigs.k8s.io/group-index",
-                    "leaderworkerset.sigs.k8s.io/worker-index",
-                    "leaderworkerset.sigs.k8s.io/group-key",
-                ),
+                "leaderworkerset.sigs.k8s.io/name",
+                "leaderworkerset.sigs.k8s.io/group-index",
+                "leaderworkerset.sigs.k8s.io/worker-index",
+                "leaderworkerset.sigs.k8s.io/group-key",
+            ),
         ),
         Framework(
             name="raycluster",

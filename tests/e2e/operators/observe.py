@@ -173,7 +173,9 @@ def observe(
     for obj in objects:
         cluster.apply(obj)
     job_obj = objects[-1]
-    job_path = api_path(job_obj["apiVersion"], job_obj["kind"], namespace, job_obj["metadata"]["name"])
+    job_path = api_path(
+        job_obj["apiVersion"], job_obj["kind"], namespace, job_obj["metadata"]["name"]
+    )
 
     def pods() -> list[Any]:
         items: list[Any] = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
@@ -183,7 +185,9 @@ def observe(
         items = pods()
         return len(items) >= framework.pods and all(p["spec"].get("nodeName") for p in items)
 
-    cluster.wait_for(f"{framework.pods} pods of {framework.name} in {namespace}", enough, timeout=timeout)
+    cluster.wait_for(
+        f"{framework.pods} pods of {framework.name} in {namespace}", enough, timeout=timeout
+    )
     time.sleep(settle)
     stored = pods()
     job = cluster.request("GET", job_path)
@@ -270,7 +274,7 @@ def _uids(observation: Observation) -> dict[str, str]:
         *(o for items in observation.intermediates.values() for o in items),
     ]
     uids = {
-        o["metadata"]["uid"]: f"UID({o['kind'] if 'kind' in o else 'Pod'}/{o['metadata']['name']})"
+        o["metadata"]["uid"]: f"UID({o.get('kind', 'Pod')}/{o['metadata']['name']})"
         for o in objects
         if "uid" in o["metadata"]
     }

@@ -185,9 +185,7 @@ class WebhookCerts:
         """The CA as ``clientConfig.caBundle`` wants it (base64 PEM)."""
         return base64.b64encode(self.ca_cert).decode()
 
-    def write(
-        self, directory: Path, cert_name: str = "tls.crt", key_name: str = "tls.key"
-    ) -> Path:
+    def write(self, directory: Path, cert_name: str = "tls.crt", key_name: str = "tls.key") -> Path:
         """Write the serving pair (and ``ca.crt``) into ``directory`` as a mounted Secret would."""
         directory.mkdir(parents=True, exist_ok=True)
         (directory / cert_name).write_bytes(self.cert)
@@ -371,7 +369,7 @@ def free_port() -> int:
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
-            sock.bind(("0.0.0.0", port))  # noqa: S104 - the operator binds all interfaces
+            sock.bind(("0.0.0.0", port))
         except OSError:
             return False
         return True
@@ -387,7 +385,7 @@ def _die_with_parent() -> None:
 @contextlib.contextmanager
 def _machine_lock(name: str, timeout: float) -> Iterator[None]:
     """An exclusive lock shared by every process on this machine (for fixed ports and paths)."""
-    path = Path("/tmp") / f"podium-operators-{name}.lock"  # noqa: S108 - machine-wide on purpose
+    path = Path("/tmp") / f"podium-operators-{name}.lock"
     with path.open("a") as handle:
         deadline = time.monotonic() + timeout
         while True:
@@ -629,8 +627,14 @@ class TrainingOperator(Operator):
     namespace = "kubeflow"
     secret_name = "training-operator-webhook-cert"
     #: The schemes to run. MPIJob v1 is left out: its CRD has the name of mpi-operator's v2beta1.
-    schemes: ClassVar[tuple[str, ...]] = ("TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob", "JAXJob")
-    rotator_cert_dir = Path("/tmp/k8s-webhook-server/serving-certs")  # noqa: S108 - upstream's
+    schemes: ClassVar[tuple[str, ...]] = (
+        "TFJob",
+        "PyTorchJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "JAXJob",
+    )
+    rotator_cert_dir = Path("/tmp/k8s-webhook-server/serving-certs")
 
     def crd_files(self) -> list[Path]:
         return [p for p in super().crd_files() if p.name != "kubeflow.org_mpijobs.yaml"]

@@ -10,16 +10,160 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from ..cluster import LocalCluster
 from .conftest import ENV, enabled_operators
-from .frameworks import FRAMEWORKS, Framework
-from .observe import Observation, observe, summarize
+from .frameworks import FRAMEWORKS
+from .observe import observe, summarize
 from .runner import OperatorPool, fresh_namespace
 
 pytestmark = pytest.mark.e2e
 
+KF = "training.kubeflow.org"
 
-@dataclasses_free := None  # noqa: B018 - placeholder removed below
+
+@dataclass(frozen=True)
+class Expected:
+    """What the operator makes of the example."""
+
+    #: owner kinds, nearest first -> number of pods with that chain
+    chains: dict[tuple[str, ...], int]
+    #: the label that tells the pods' roles apart, and role -> number of pods
+    role_label: str
+    roles: dict[str, int]
+    #: env (after admission) on every pod's first container
+    env: tuple[str, ...] = ()
+    #: names of the pods
+    names: frozenset[str] = field(default_factory=frozenset)
+
+
+EXPECTED: dict[str, Expected] = {
+    "pytorchjob": Expected(
+        chains={("PyTorchJob",): 3},
+        role_label=f"{KF}/replica-type",
+        roles={"master": 1, "worker": 2},
+        env=("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"),
+        names=frozenset(
+            {"pytorch-simple-master-0", "pytorch-simple-worker-0", "pytorch-simple-worker-1"}
+        ),
+    ),
+    "pytorchjob-elastic": Expected(
+        chains={("PyTorchJob",): 2},
+        role_label=f"{KF}/replica-type",
+        roles={"worker": 2},
+        names=frozenset({"elastic-example-echo-worker-0", "elastic-example-echo-worker-1"}),
+    ),
+    "tfjob": Expected(
+        chains={("TFJob",): 2},
+        role_label=f"{KF}/replica-type",
+        roles={"worker": 2},
+        names=frozenset({"tfjob-simple-worker-0", "tfjob-simple-worker-1"}),
+    ),
+    "xgboostjob": Expected(
+        chains={("XGBoostJob",): 3},
+        role_label=f"{KF}/replica-type",
+        roles={"master": 1, "worker": 2},
+    ),
+    "paddlejob": Expected(
+        chains={("PaddleJob",): 2}, role_label=f"{KF}/replica-type", roles={"worker": 2}
+    ),
+    "jaxjob": Expected(
+        chains={("JAXJob",): 2}, role_label=f"{KF}/replica-type", roles={"worker": 2}
+    ),
+    "mpijob": Expected(
+        chains={("MPIJob",): 2, ("Job", "MPIJob"): 1},
+        role_label=f"{KF}/job-role",
+        roles={"launcher": 1, "worker": 2},
+    ),
+    "mpijob-launcher-as-worker": Expected(
+        chains={("MPIJob",): 2, ("Job", "MPIJob"): 1},
+        role_label=f"{KF}/job-role",
+        roles={"launcher": 1, "worker": 2},
+    ),
+    "jobset": Expected(
+        chains={("Job", "JobSet"): 4},
+        role_label="jobset.sigs.k8s.io/replicatedjob-name",
+        roles={"workers": 4},
+        env=("MASTER_ADDR",),
+    ),
+    "trainjob": Expected(
+        chains={("Job", "JobSet", "TrainJob"): 3},
+        role_label="jobset.sigs.k8s.io/replicatedjob-name",
+        roles={"node": 3},
+        env=("PET_NNODES", "PET_MASTER_ADDR"),
+    ),
+    "leaderworkerset": Expected(
+        chains={
+            ("StatefulSet", "LeaderWorkerSet"): 2,
+            ("StatefulSet", "Pod", "StatefulSet", "LeaderWorkerSet"): 4,
+        },
+        role_label="leaderworkerset.sigs.k8s.io/worker-index",
+        roles={"0": 2, "1": 2, "2": 2},
+        env=("LWS_GROUP_SIZE", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX"),
+    ),
+    "raycluster": Expected(
+        chains={("RayCluster",): 4},
+        role_label="ray.io/node-type",
+        roles={"head": 1, "worker": 3},
+    ),
+    "volcanojob": Expected(
+        chains={("Job",): 3},
+        role_label="volcano.sh/task-spec",
+        roles={"mpimaster": 1, "mpiworker": 2},
+    ),
+}
+
+
+def _params() -> Iterator[Any]:
+    enabled = enabled_operators()
+    for name, framework in FRAMEWORKS.items():
+        missing = sorted(set(framework.operators) - enabled)
+        marks = []
+        if missing:
+            marks.append(pytest.mark.skip(reason=f"set {ENV}={','.join(framework.operators)}"))
+        yield pytest.param(name, id=name, marks=marks)
+
+
+def test_every_framework_has_expectations() -> None:
+    assert set(EXPECTED) == set(FRAMEWORKS)
+
+
+@pytest.mark.parametrize("name", list(_params()))
+def test_real_operator_creates_the_pods(
+    name: str, operator_cluster: LocalCluster, operator_pool: OperatorPool
+) -> None:
+    framework = FRAMEWORKS[name]
+    expected = EXPECTED[name]
+    operator_pool.ensure(framework.operators)
+    with fresh_namespace(operator_cluster, f"smoke-{name}-{uuid.uuid4().hex[:6]}") as namespace:
+        seen = observe(operator_cluster, framework, operator_pool.builds, namespace)
+    print("\n".join(summarize(seen)))
+
+    job = seen.job
+    assert len(seen.pods) == framework.pods
+    if expected.names:
+        assert {p["metadata"]["name"] for p in seen.pods} == expected.names
+    chains = Counter(tuple(seen.owner_kinds(p["metadata"]["name"])) for p in seen.pods)
+    assert chains == Counter(expected.chains)
+    roles = Counter(p["metadata"]["labels"].get(expected.role_label) for p in seen.pods)
+    assert roles == Counter(expected.roles)
+    for pod in seen.pods:
+        name_ = pod["metadata"]["name"]
+        labels = pod["metadata"]["labels"]
+        assert set(framework.pod_labels) <= set(labels), name_
+        chain = seen.owners[name_]
+        # The pod's own controller reference is the first link; the job is the last.
+        assert chain[0]["controller"] is True
+        assert (chain[-1]["kind"], chain[-1]["name"], chain[-1]["uid"]) == (
+            job["kind"],
+            job["metadata"]["name"],
+            job["metadata"]["uid"],
+        )
+        env = {e["name"] for e in pod["spec"]["containers"][0].get("env", [])}
+        assert set(expected.env) <= env, (name_, sorted(env))
+        # The operator's create request was seen in the audit log.
+        assert name_ in seen.created, name_
