@@ -1,6 +1,6 @@
 """The cluster view against cluster size: memory, cold sync, and what one admission costs.
 
-* Cold sync: every object of ``workload.cluster`` through ``cache.slim`` and ``Snapshot.apply``,
+* Cold sync: every object of ``workload.cluster`` through ``cache.slim`` and ``ClusterView.apply``,
   as the watch cache's list handler does on the loop thread (the lister and its threads are left
   out: they measure the transport, not the view). Timed without tracemalloc.
 * Memory: the same feed again under tracemalloc; the traced bytes the finished view holds.
@@ -22,15 +22,15 @@ from typing import Any
 from bench import workload
 from webhook.core import engine, reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.kube import cache
 
 RESOURCES = {(r.api_version, r.kind): r for r in cache.WATCHED}
 
 
-def feed(nodes: int, pods_per_node: int, now: datetime) -> tuple[Snapshot, float, int]:
+def feed(nodes: int, pods_per_node: int, now: datetime) -> tuple[ClusterView, float, int]:
     """A view of the synthetic cluster; the seconds spent in slim+apply; objects applied."""
-    view = Snapshot(zone_label=workload.ZONE_LABEL)
+    view = ClusterView(zone_label=workload.ZONE_LABEL)
     spent, count = 0.0, 0
     for obj in workload.cluster(nodes, pods_per_node, now=now):
         resource = RESOURCES[(obj["apiVersion"], obj["kind"])]
@@ -85,7 +85,7 @@ def measure_all(
     settings = Settings()
     now = datetime.now(UTC)
     later, first = _requests()
-    views: list[Snapshot] = []
+    views: list[ClusterView] = []
     rows: list[dict[str, Any]] = []
     for nodes in sizes:
         gc.collect()

@@ -34,7 +34,7 @@ import uvicorn
 from bench import workload
 from webhook.core import engine, labels, reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.serve import admission, audit, effects, server, tls
 from webhook.serve.metrics import Metrics
 
@@ -48,7 +48,7 @@ def _pin(core: int | None) -> None:
 
 def podium_app(nodes: int) -> Any:
     settings = Settings()
-    view = Snapshot.from_objects(workload.cluster(nodes), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(workload.cluster(nodes), zone_label=settings.zone_label)
     api = effects.InMemoryApi()
     api.listeners.append(lambda obj: view.apply("ADDED", obj))
     metrics = Metrics()

@@ -12,7 +12,7 @@ from tests.builders import PodBuilder, namespace, node
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import engine, labels, records, reviews
 from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 
 SETTINGS = Settings()
 
@@ -31,7 +31,7 @@ def decide(
     settings: Settings = SETTINGS,
     **overrides: Any,
 ) -> engine.Decision:
-    view = Snapshot.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
     return engine.decide(request_for(pod, **overrides), view, settings, now=now)
 
 
@@ -488,7 +488,7 @@ def test_update_of_the_trusted_label_is_denied(
 
     doc = reviews.review_for_pod(with_label(new))
     doc["request"].update(operation="UPDATE", oldObject=with_label(old))
-    view = Snapshot.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
+    view = ClusterView.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
     decision = engine.decide(reviews.from_document(doc), view, SETTINGS, now=now)
     assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)
     assert decision.patch == [] and decision.effects == ()

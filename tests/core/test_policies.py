@@ -15,14 +15,14 @@ from tests.schemas import cilium_policy_errors, kubernetes_errors
 from webhook.core import engine, labels, policies, records, reviews
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 
 
 def decide(
     pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime, mode: PolicyMode
 ) -> engine.Decision:
     settings = Settings(policy_mode=mode)
-    view = Snapshot.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
     return engine.decide(
         reviews.from_document(reviews.review_for_pod(pod)), view, settings, now=now
     )

@@ -15,18 +15,18 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from tests.core.adapters import SAMPLES
 from tests.builders import ZONE, PodBuilder, job, namespace, node
+from tests.core.adapters import SAMPLES
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, resources, selectors
 from webhook.core.adapters import base, jobset, kuberay, lws, mpi, trainingoperator, volcano
-from webhook.core.view import INDEXED_LABELS, KEPT_ENV, Snapshot
+from webhook.core.view import INDEXED_LABELS, KEPT_ENV, ClusterView
 
 GPU = "nvidia.com/gpu"
 
 
-def view(*objects: dict[str, Any]) -> Snapshot:
-    return Snapshot.from_objects(objects, zone_label=ZONE)
+def view(*objects: dict[str, Any]) -> ClusterView:
+    return ClusterView.from_objects(objects, zone_label=ZONE)
 
 
 def gpu_pod(name: str, node_name: str | None, gpus: int = 1, **labels_: str) -> dict[str, Any]:
@@ -393,7 +393,7 @@ def test_reserved_skips_records_without_a_zone_or_a_readable_time() -> None:
 
 
 def _brute_zones(
-    snap: Snapshot, spec: dict[str, Any]
+    snap: ClusterView, spec: dict[str, Any]
 ) -> dict[str, tuple[list[str], dict[str, int]]]:
     """What candidate_zones must say, computed from scratch from nodes and free_on."""
     out: dict[str, tuple[list[str], dict[str, int]]] = {}

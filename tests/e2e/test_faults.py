@@ -13,9 +13,10 @@ The only replica SIGKILLed in the middle of a 500-pod burst and restarted: every
 either pinned to the job's one zone or reported by `podium doctor` as not-pinned. Last, the
 CiliumNetworkPolicy CRD deleted live: the pod is pinned with a warning; the CRD is re-installed.
 
-Covered elsewhere: the policy CRD missing (tests/serve/test_admission.py, InMemoryApi(missing_kinds));
-the certificate rotated under load (tests/serve/test_tls.py::test_rotation_under_load_fails_no_request,
-uvicorn on a real socket, no failed request).
+Covered elsewhere: the policy CRD missing (tests/serve/test_admission.py,
+InMemoryApi(missing_kinds)); the certificate rotated under load
+(tests/serve/test_tls.py::test_rotation_under_load_fails_no_request, uvicorn on a real socket,
+no failed request).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import yaml
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.serve import admission, audit, effects
 
 from .cluster import CRD_DIR, ApiError, LocalCluster
@@ -79,7 +80,7 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
 ) -> None:
     pj = pytorchjob()
     settings = Settings(time_budget_seconds=BUDGET)
-    view = Snapshot.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
     api = effects.InMemoryApi(delay=delay)
     api.fail = lambda _op, _m: error
     sink = audit.MemorySink()
@@ -108,7 +109,7 @@ async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
     api = effects.InMemoryApi(delay=0.01)
     replicas = [
         admission.Admitter(
-            view=lambda: Snapshot.from_objects(base_cluster(pj), zone_label=settings.zone_label),
+            view=lambda: ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label),
             api=api,
             settings=settings,
             sink=audit.MemorySink(),

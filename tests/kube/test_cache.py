@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.builders import PodBuilder, job, namespace, node
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.kube import cache, kubeapi
 from webhook.kube.cache import InMemoryLister, Resource, WatchCache
 from webhook.serve import effects
@@ -55,7 +55,7 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
 
 @contextlib.asynccontextmanager
 async def running(lister: InMemoryLister, **options: Any) -> AsyncIterator[WatchCache]:
-    snapshot = Snapshot(zone_label=ZONE_LABEL)
+    snapshot = ClusterView(zone_label=ZONE_LABEL)
     watch_cache = WatchCache(snapshot, lister, **{**FAST, **options})
     watch_cache.start()
     try:
@@ -287,7 +287,7 @@ async def test_an_empty_resource_list_is_ready() -> None:
 async def test_stop_ends_every_worker_promptly_even_while_watching() -> None:
     lister = InMemoryLister([pod("p1")])
     lister.missing.add(PYTORCH)  # one worker asleep between retries
-    snapshot = Snapshot(zone_label=ZONE_LABEL)
+    snapshot = ClusterView(zone_label=ZONE_LABEL)
     watch_cache = WatchCache(snapshot, lister, missing_retry=60.0, watch_timeout=600)
     watch_cache.start()
     await synced(watch_cache)
@@ -301,7 +301,7 @@ async def test_stop_ends_every_worker_promptly_even_while_watching() -> None:
 
 def test_workers_end_quietly_when_the_loop_is_gone() -> None:
     lister = InMemoryLister([pod("p1")], resources=[PODS])
-    watch_cache = WatchCache(Snapshot(zone_label=ZONE_LABEL), lister, resources=[PODS], **FAST)
+    watch_cache = WatchCache(ClusterView(zone_label=ZONE_LABEL), lister, resources=[PODS], **FAST)
 
     async def start() -> None:
         watch_cache.start()
@@ -608,7 +608,7 @@ async def test_the_cache_over_the_real_transport(apiserver: FakeApiServer) -> No
     apiserver.routes[("GET", "/api/v1/pods")] = route
     lister = kubeapi.KubeLister(api_client(apiserver.url), timeout=5)
     watch_cache = WatchCache(
-        Snapshot(zone_label=ZONE_LABEL), lister, resources=[PODS, PYTORCH], **FAST
+        ClusterView(zone_label=ZONE_LABEL), lister, resources=[PODS, PYTORCH], **FAST
     )
     watch_cache.start()
     try:

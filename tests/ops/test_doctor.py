@@ -16,7 +16,7 @@ from tests.builders import namespace
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, policies
 from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.ops import cli, doctor
 
 Obj = dict[str, Any]
@@ -52,7 +52,7 @@ class Cluster:
             .obj()
             for rtype, node in (("master", "c-0"), ("worker", "c-1"))
         ]
-        view = Snapshot.from_objects(base_cluster(self.job, *self.pods), zone_label="x")
+        view = ClusterView.from_objects(base_cluster(self.job, *self.pods), zone_label="x")
         gang = adapters.recognise(self.pods[0], NS, view)
         assert gang is not None
         self.policy = policies.build_policy(gang=gang, namespace=NS, mode=PolicyMode.CILIUM)

@@ -14,8 +14,9 @@ import pytest
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import labels, reviews
+from webhook.core.objects import key_of
 from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import Snapshot, key_of
+from webhook.core.view import ClusterView
 from webhook.serve import admission, audit, effects
 
 
@@ -29,9 +30,9 @@ def make(
     api: effects.Api | None,
     now: datetime,
     settings: Settings | None = None,
-) -> tuple[admission.Admitter, audit.MemorySink, Snapshot]:
+) -> tuple[admission.Admitter, audit.MemorySink, ClusterView]:
     settings = settings or Settings()
-    view = Snapshot.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
     sink = audit.MemorySink()
     return (
         admission.Admitter(
@@ -204,7 +205,7 @@ async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> 
 
     pj = pytorchjob()
     settings = Settings()
-    view = Snapshot.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
     admitter = admission.Admitter(
         view=lambda: view, api=effects.InMemoryApi(), settings=settings, sink=Broken()
     )

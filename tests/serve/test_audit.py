@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import engine, reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.ops.cli import app
 from webhook.serve import audit
 from webhook.serve.metrics import Metrics
@@ -28,7 +28,7 @@ def record_for(
     pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime
 ) -> audit.AuditRecord:
     request = reviews.from_document(reviews.review_for_pod(pod, uid="r-1"))
-    view = Snapshot.from_objects(objects, zone_label="topology.kubernetes.io/zone")
+    view = ClusterView.from_objects(objects, zone_label="topology.kubernetes.io/zone")
     decision = engine.decide(request, view, Settings(), now=now)
     return audit.build(
         request=request,

@@ -16,7 +16,7 @@ import pytest
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import NoFit, Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.serve import admission, audit, effects, events, server
 from webhook.serve.metrics import Metrics
 
@@ -75,7 +75,7 @@ def admitter_for(
     settings: Settings | None = None,
 ) -> admission.Admitter:
     settings = settings or Settings()
-    view = Snapshot.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
     return admission.Admitter(
         view=lambda: view,
         api=api,

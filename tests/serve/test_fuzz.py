@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.serve import admission, audit, effects, server
 
 COUNTS: collections.Counter[str] = collections.Counter()
@@ -41,7 +41,8 @@ FAIL_OPEN = "podium could not finish"
 class App:
     def __init__(self) -> None:
         settings = Settings()
-        view = Snapshot.from_objects(base_cluster(JOB, OTHER_JOB), zone_label=settings.zone_label)
+        objects = base_cluster(JOB, OTHER_JOB)
+        view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
         self.sink = audit.MemorySink()
         admitter = admission.Admitter(
             view=lambda: view, api=effects.InMemoryApi(), settings=settings, sink=self.sink

@@ -17,7 +17,7 @@ from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.kube import kubeops
 from webhook.serve import audit, effects, reconciler
 from webhook.serve.reconciler import ORPHAN_SINCE, Action, Owned, Tuning
@@ -43,9 +43,9 @@ class World:
     policy: dict[str, Any]
     settings: Settings = dataclasses.field(default_factory=Settings)
 
-    def view(self, *, job: bool = True, pods: bool = True) -> Snapshot:
+    def view(self, *, job: bool = True, pods: bool = True) -> ClusterView:
         objects = base_cluster(*([self.job] if job else []), *(self.pods if pods else []))
-        return Snapshot.from_objects(objects, zone_label=self.settings.zone_label)
+        return ClusterView.from_objects(objects, zone_label=self.settings.zone_label)
 
     def plan(
         self,
@@ -82,7 +82,7 @@ def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> Worl
         for rtype in ("master", "worker")
     ]
     settings = Settings(policy_mode=mode)
-    view = Snapshot.from_objects(base_cluster(pj, *pods), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(base_cluster(pj, *pods), zone_label=settings.zone_label)
     gang = adapters.recognise(pods[0], NS, view)
     assert gang is not None
     record = policies.build_record(
@@ -307,7 +307,7 @@ class Live:
     sink: audit.MemorySink
     rec: reconciler.Reconciler
     clock: list[datetime]
-    view: dict[str, Snapshot]
+    view: dict[str, ClusterView]
     leading: list[bool]
 
 

@@ -34,7 +34,7 @@ from typer.testing import CliRunner
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.kube import cache
 from webhook.ops import certs, cli
 from webhook.serve import admission, audit, effects, server, tls
@@ -56,7 +56,7 @@ class World:
 def make_world(*, ready: bool = True, objects: list[dict[str, Any]] | None = None) -> World:
     settings = Settings()
     pj = pytorchjob()
-    view = Snapshot.from_objects(objects or base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects or base_cluster(pj), zone_label=settings.zone_label)
     api = effects.InMemoryApi()
     sink = audit.MemorySink()
     metrics = Metrics()
@@ -378,7 +378,7 @@ async def test_the_lifespan_runs_the_watch_cache() -> None:
     settings = Settings()
     pj = pytorchjob()
     lister = cache.InMemoryLister(base_cluster(pj))
-    view = Snapshot(zone_label=settings.zone_label)
+    view = ClusterView(zone_label=settings.zone_label)
     watch_cache = cache.WatchCache(view, lister, backoff_initial=0.01)
     metrics = Metrics()
     admitter = admission.Admitter(

@@ -14,11 +14,12 @@ from typing import Any, Literal
 
 from webhook.core import adapters, labels, mutation, policies, records, zones
 from webhook.core.adapters.base import Gang
+from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
 from webhook.core.settings import Settings
-from webhook.core.view import Obj, Snapshot
+from webhook.core.view import ClusterView
 
 Outcome = Literal["pinned", "unpinned", "skipped", "denied"]
 
@@ -71,7 +72,7 @@ class Decision:
 
 def decide(
     request: Request,
-    view: Snapshot,
+    view: ClusterView,
     settings: Settings,
     *,
     now: datetime,
@@ -137,7 +138,9 @@ def _guard_update(request: Request) -> Decision:
     )
 
 
-def _guard(pod: Obj, namespace: str, view: Snapshot, settings: Settings) -> tuple[str, str] | None:
+def _guard(
+    pod: Obj, namespace: str, view: ClusterView, settings: Settings
+) -> tuple[str, str] | None:
     meta: Mapping[str, Any] = pod.get("metadata") or {}
     if settings.skips_namespace(namespace):
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
@@ -178,7 +181,7 @@ def _pin(
     pod: Obj,
     namespace: str,
     gang: Gang,
-    view: Snapshot,
+    view: ClusterView,
     settings: Settings,
     *,
     now: datetime,
@@ -253,14 +256,14 @@ def _pin(
     )
 
 
-def _recorded(view: Snapshot, namespace: str, name: str, gang_key: str) -> Record | None:
+def _recorded(view: ClusterView, namespace: str, name: str, gang_key: str) -> Record | None:
     """The gang's decision record in the view, parsed once per version of the record."""
     obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
     record = view.derived(obj, records.parse_record) if obj is not None else None
     return record if record is not None and record.gang == gang_key else None
 
 
-def _placed_members(gang: Gang, namespace: str, view: Snapshot) -> list[zones.Placed]:
+def _placed_members(gang: Gang, namespace: str, view: ClusterView) -> list[zones.Placed]:
     """Members of the gang that are already bound to a node with a zone."""
     placed = []
     # Only pods carrying the gang's trusted label or all its member labels can be members: ask

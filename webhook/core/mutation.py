@@ -5,8 +5,8 @@ patch names exactly those (``add`` where the member is new, ``replace`` where it
 keys escaped by ``jsonpointer``; a pod that already carries what podium would set gets no
 operation at all, so a reinvoked webhook answers with an empty patch. Only an affinity the pod
 brought with it is diffed, by ``jsonpatch.make_patch``. Generic diffing of the whole pod was a
-quarter of an admission's CPU (docs/benchmarks/README.md); ``tests/core/test_mutation.py`` checks, for
-arbitrary pods, that the patch applied by ``jsonpatch`` gives exactly the pod returned here.
+quarter of an admission's CPU (docs/benchmarks/README.md); ``tests/core/test_mutation.py`` checks,
+for arbitrary pods, that the patch applied by ``jsonpatch`` gives exactly the pod returned here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import jsonpatch
 from jsonpointer import escape
 
 from webhook.core import labels
-from webhook.core.view import Obj
+from webhook.core.objects import Obj
 
 Pod = dict[str, Any]
 Op = dict[str, Any]

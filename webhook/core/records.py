@@ -31,7 +31,7 @@ def read_record(obj: Obj | None, gang_key: str) -> Record | None:
 
 def parse_record(obj: Obj) -> Record | None:
     """The decision in a record object, for whichever gang it names; None if it is not podium's.
-    A pure function of the object, so the view keeps its result (``Snapshot.derived``)."""
+    A pure function of the object, so the view keeps its result (``ClusterView.derived``)."""
     data: Mapping[str, Any] = obj.get("data") or {}
     meta_labels = (obj.get("metadata") or {}).get("labels") or {}
     gang_key = data.get("gang")

@@ -12,7 +12,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from webhook.core.view import Obj
+from webhook.core.objects import Obj
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

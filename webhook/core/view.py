@@ -26,16 +26,13 @@ import math
 import sys
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 
 import orjson
 
 from webhook.core import labels, records, resources, selectors
-
-Obj = Mapping[str, Any]
-EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-ObjectKey = tuple[str, str, str, str]  # (api group, kind, namespace, name)
+from webhook.core.objects import EventType, Obj, ObjectKey, group_of, key_of, parse_time
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -70,28 +67,6 @@ INDEXED_LABELS = frozenset(
 CANDIDATE_CACHE_SIZE = 16
 _EMPTY: Mapping[str, str] = {}
 _T = TypeVar("_T")
-
-
-def group_of(api_version: str) -> str:
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
-
-
-def key_of(obj: Obj) -> ObjectKey:
-    meta = obj.get("metadata") or {}
-    return (
-        group_of(str(obj.get("apiVersion", ""))),
-        str(obj.get("kind", "")),
-        str(meta.get("namespace") or ""),
-        str(meta.get("name") or ""),
-    )
-
-
-def controller_of(obj: Obj) -> Obj | None:
-    """The ownerReference with ``controller: true``, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller"):
-            return ref
-    return None
 
 
 def _intern(value: object) -> str:
@@ -285,16 +260,6 @@ def _kept_env(spec: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...
     return tuple(out)
 
 
-def _parse_time(value: object) -> float | None:
-    try:
-        decided = datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-    if decided.tzinfo is None:
-        decided = decided.replace(tzinfo=UTC)
-    return decided.timestamp()
-
-
 def _is_record(obj: Obj) -> bool:
     obj_labels = (obj.get("metadata") or {}).get("labels") or {}
     return (
@@ -309,7 +274,7 @@ class ZoneNodes:
 
     __slots__ = ("_view", "allocatable", "nodes", "used", "zone")
 
-    def __init__(self, zone: str, view: Snapshot) -> None:
+    def __init__(self, zone: str, view: ClusterView) -> None:
         self.zone = zone
         self._view = view
         self.nodes: dict[str, NodeInfo] = {}
@@ -341,7 +306,7 @@ class _Candidates:
         self.node_zone: dict[str, str] = {}
 
 
-class Snapshot:
+class ClusterView:
     """Objects by kind and name, plus the free capacity of every node, updated per event."""
 
     def __init__(self, *, zone_label: str) -> None:
@@ -376,7 +341,7 @@ class Snapshot:
         self._requests = resources.ByShape(resources.pod_requests)
 
     @classmethod
-    def from_objects(cls, objects: Iterable[Obj], *, zone_label: str) -> Snapshot:
+    def from_objects(cls, objects: Iterable[Obj], *, zone_label: str) -> ClusterView:
         snap = cls(zone_label=zone_label)
         for obj in objects:
             snap.apply("ADDED", obj)
@@ -405,7 +370,7 @@ class Snapshot:
             self._by_uid[str(uid)] = key
         if key[:2] == ("", "ConfigMap") and _is_record(obj):
             self._records[key] = obj
-            decided = _parse_time((obj.get("data") or {}).get("decidedAt"))
+            decided = parse_time((obj.get("data") or {}).get("decidedAt"))
             if decided is not None:
                 self._record_time[key] = decided
                 bisect.insort(self._record_order, (decided, key))

@@ -15,8 +15,9 @@ from enum import StrEnum
 
 from webhook.core import resources, selectors
 from webhook.core.adapters.base import PodGroup, total_of
+from webhook.core.objects import Obj
 from webhook.core.settings import NoFit, Placement, Settings
-from webhook.core.view import Obj, Snapshot
+from webhook.core.view import ClusterView
 
 
 class Reason(StrEnum):
@@ -67,7 +68,7 @@ def choose_zone(
     demand: Sequence[PodGroup],
     recorded_zone: str | None,
     placed: Sequence[Placed],
-    view: Snapshot,
+    view: ClusterView,
     settings: Settings,
     reserved: Callable[[], Mapping[str, resources.Resources]],
 ) -> ZoneChoice:
@@ -114,7 +115,7 @@ def _primary(total: Mapping[str, int], settings: Settings) -> str:
 def _by_capacity(
     pod_spec: Obj,
     demand: Sequence[PodGroup],
-    view: Snapshot,
+    view: ClusterView,
     settings: Settings,
     allowed: frozenset[str] | None,
     reserved: Mapping[str, resources.Resources],

@@ -1,8 +1,8 @@
-"""The watch cache: LIST then WATCH every resource podium reads, and keep a Snapshot current.
+"""The watch cache: LIST then WATCH every resource podium reads, and keep a ClusterView current.
 
 One worker thread per resource talks to the apiserver through a ``Lister`` (the real one is
 ``kubeapi.KubeLister``; ``InMemoryLister`` is its twin for tests). Events are handed to the
-asyncio loop with ``call_soon_threadsafe``, so the Snapshot is only ever mutated on the loop
+asyncio loop with ``call_soon_threadsafe``, so the ClusterView is only ever mutated on the loop
 thread, in the order the apiserver sent them.
 
 Per resource::
@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from webhook.core.view import EventType, Obj, Snapshot, group_of
+from webhook.core.objects import EventType, Obj, group_of
+from webhook.core.view import ClusterView
 
 log = logging.getLogger("podium.cache")
 
@@ -227,7 +228,7 @@ class WatchCache:
 
     def __init__(
         self,
-        snapshot: Snapshot,
+        snapshot: ClusterView,
         lister: Lister,
         *,
         resources: Sequence[Resource] = WATCHED,

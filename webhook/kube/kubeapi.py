@@ -27,8 +27,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.watch.watch import iter_resp_lines
 
+from webhook.core.objects import Obj, group_of
 from webhook.core.policies import Manifest
-from webhook.core.view import Obj, group_of
 from webhook.kube import cache
 from webhook.serve import effects
 

@@ -28,8 +28,8 @@ import orjson
 import urllib3
 from kubernetes import client as k8s
 
+from webhook.core.objects import Obj, group_of
 from webhook.core.policies import Manifest
-from webhook.core.view import Obj, group_of
 from webhook.kube import kubeapi
 from webhook.serve import effects
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.core.view import Obj
+from webhook.core.objects import Obj
 from webhook.kube import kubeops
 from webhook.serve import effects
 

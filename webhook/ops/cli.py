@@ -49,7 +49,7 @@ def review(
         typer.Argument(metavar="INPUT", help="AdmissionReview or Pod (JSON/YAML; - for stdin)."),
     ],
     cluster: Annotated[
-        Path, typer.Option("--cluster", help="Snapshot: a v1 List or YAML documents.")
+        Path, typer.Option("--cluster", help="ClusterView: a v1 List or YAML documents.")
     ],
     config: ConfigOption = None,
 ) -> None:

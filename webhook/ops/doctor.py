@@ -25,8 +25,9 @@ from rich.table import Table
 
 from webhook.core import adapters, labels, policies
 from webhook.core.adapters.base import Gang
+from webhook.core.objects import Obj, group_of
 from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import TERMINAL_PHASES, Obj, Snapshot, group_of
+from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import cache
 from webhook.serve import effects
 
@@ -260,7 +261,7 @@ def diagnose(
     cluster's objects: Namespaces, Nodes, Pods, job objects, podium's objects and the Cilium and
     Kubernetes network policies. ``progress(n)`` is told every pod it has looked at."""
     everything = list(objects)
-    view = Snapshot.from_objects(everything, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(everything, zone_label=settings.zone_label)
     cilium = [o for o in everything if group_of(str(o.get("apiVersion", ""))) == CILIUM]
     managed_policies = {
         (str((o.get("metadata") or {}).get("namespace") or ""), _name(o))
@@ -294,7 +295,7 @@ def diagnose(
 
 def _judge(
     job: _Job,
-    view: Snapshot,
+    view: ClusterView,
     settings: Settings,
     cilium: Sequence[Obj],
     managed_policies: set[tuple[str, str]],

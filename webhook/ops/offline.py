@@ -12,8 +12,9 @@ import orjson
 import yaml
 
 from webhook.core import reviews
+from webhook.core.objects import Obj, key_of
 from webhook.core.settings import Settings
-from webhook.core.view import Obj, Snapshot, key_of
+from webhook.core.view import ClusterView
 from webhook.serve import admission, audit, effects
 
 
@@ -108,7 +109,7 @@ async def review(
 ) -> Result:
     """Decide one review against ``objects`` exactly as ``podium serve`` would."""
     objects = list(objects)
-    view = Snapshot.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
     api = effects.InMemoryApi()
     for obj in objects:
         api.objects[key_of(obj)] = obj

@@ -16,7 +16,7 @@ from typing import Any
 
 from webhook.core import engine, reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.serve import audit, effects
 
 log = logging.getLogger("podium.admission")
@@ -40,7 +40,7 @@ class Admitter:
     def __init__(
         self,
         *,
-        view: Callable[[], Snapshot],
+        view: Callable[[], ClusterView],
         api: effects.Api | None,
         settings: Settings,
         sink: audit.Sink,
@@ -117,7 +117,7 @@ class Admitter:
         return Answer(200, body, record, decision)
 
     async def _settle(
-        self, request: reviews.Request, view: Snapshot, decision: engine.Decision, now: datetime
+        self, request: reviews.Request, view: ClusterView, decision: engine.Decision, now: datetime
     ) -> tuple[engine.Decision, effects.Applied]:
         """Create the gang's objects; if another admission recorded the gang first, follow it."""
         assert self.api is not None

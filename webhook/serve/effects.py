@@ -21,9 +21,9 @@ import orjson
 
 from webhook.core import records
 from webhook.core.engine import Decision
+from webhook.core.objects import Obj, key_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
-from webhook.core.view import Obj, key_of
 
 T = TypeVar("T")
 

@@ -33,9 +33,10 @@ from typing import Any, Literal
 
 from webhook.core import adapters, labels, policies
 from webhook.core.adapters.base import Gang
+from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import Obj, Snapshot
+from webhook.core.view import ClusterView
 from webhook.kube import kubeops
 from webhook.serve import audit, effects
 
@@ -133,7 +134,7 @@ def merge_diff(before: Any, after: Any) -> Any:
 
 
 def plan(
-    view: Snapshot, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
+    view: ClusterView, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
 ) -> list[Action]:
     """What to do about every gang that has a podium object or a pod carrying its label, decided
     from the objects, the pods carrying the gang's label and the jobs in ``view``."""
@@ -151,7 +152,7 @@ def plan(
 
 
 def _plan_gang(
-    view: Snapshot,
+    view: ClusterView,
     settings: Settings,
     namespace: str,
     gang: str,
@@ -254,7 +255,7 @@ def _plan_gang(
     return actions
 
 
-def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: Snapshot) -> Gang | None:
+def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: ClusterView) -> Gang | None:
     for pod in members:
         found = adapters.recognise(pod, namespace, view)
         if found is not None and found.key == gang:
@@ -308,7 +309,7 @@ class Reconciler:
     def __init__(
         self,
         *,
-        view: Callable[[], Snapshot],
+        view: Callable[[], ClusterView],
         ready: Callable[[], bool],
         api: kubeops.Objects,
         settings: Settings,

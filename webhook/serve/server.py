@@ -38,7 +38,7 @@ from starlette.types import Receive, Scope, Send
 
 from webhook.core import reviews
 from webhook.core.settings import Settings
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 from webhook.kube import cache, kubeapi, kubeops, leader
 from webhook.serve import admission, audit, events, reconciler, tls
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
@@ -366,7 +366,7 @@ def run(
         reloader = tls.CertReloader(ssl_context, cert_file, key_file)
     api_client = kubeapi.load_client(kubeconfig)
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
-    snapshot = Snapshot(zone_label=settings.zone_label)
+    snapshot = ClusterView(zone_label=settings.zone_label)
     watch_cache = cache.WatchCache(snapshot, kubeapi.KubeLister(api_client))
     sinks: list[audit.Sink] = [audit.StreamSink()]
     if audit_file is not None:

@@ -15,14 +15,14 @@ from typing import Any
 
 from tests.builders import ZONE, PodBuilder, job, owner_ref, template
 from webhook.core import resources
-from webhook.core.view import Snapshot
+from webhook.core.view import ClusterView
 
 NS = "team-a"
 Obj = dict[str, Any]
 
 
-def view(*objects: Obj) -> Snapshot:
-    return Snapshot.from_objects(objects, zone_label=ZONE)
+def view(*objects: Obj) -> ClusterView:
+    return ClusterView.from_objects(objects, zone_label=ZONE)
 
 
 def gpus(n: int) -> resources.Resources:

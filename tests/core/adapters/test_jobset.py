@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import job, owner_ref, template
 from tests.core.adapters import (
     JS,
     NS,
@@ -22,7 +23,6 @@ from tests.core.adapters import (
     without_controller,
     without_owners,
 )
-from tests.builders import job, owner_ref, template
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.adapters.jobset import JobSetAdapter
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import job
 from tests.core.adapters import (
     LWS,
     NS,
@@ -21,7 +22,6 @@ from tests.core.adapters import (
     without_controller,
     without_owners,
 )
-from tests.builders import job
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.adapters.lws import LeaderWorkerSetAdapter
 

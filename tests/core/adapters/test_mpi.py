@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import PodBuilder, job, template
 from tests.core.adapters import (
     KF,
     NS,
@@ -23,7 +24,6 @@ from tests.core.adapters import (
     without_controller,
     without_owners,
 )
-from tests.builders import PodBuilder, job, template
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.adapters.mpi import MPIOperatorAdapter
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.core.adapters import NS, SAMPLES, view
 from tests.builders import owner_ref
+from tests.core.adapters import NS, SAMPLES, view
 from webhook.core import adapters
 from webhook.core.adapters.base import Gang, is_label_value
-from webhook.core.view import key_of
+from webhook.core.objects import key_of
 
 JSON_LEAVES = (
     st.none()

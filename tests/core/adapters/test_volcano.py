@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import template
 from tests.core.adapters import (
     NS,
     SAMPLES,
@@ -20,7 +21,6 @@ from tests.core.adapters import (
     without_controller,
     without_owners,
 )
-from tests.builders import template
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.adapters.volcano import VolcanoAdapter
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from webhook.core.adapters import jobset, kuberay, lws, mpi, trainingoperator, volcano
 from webhook.core.adapters.base import Adapter, Gang, is_label_value
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 ADAPTERS: Sequence[Adapter] = (
     trainingoperator.TrainingOperatorAdapter(),
@@ -25,7 +26,7 @@ ADAPTERS: Sequence[Adapter] = (
 )
 
 
-def recognise(pod: Obj, namespace: str, view: Snapshot) -> Gang | None:
+def recognise(pod: Obj, namespace: str, view: ClusterView) -> Gang | None:
     if not (type(pod) is dict or isinstance(pod, Mapping)):
         return None
     for adapter in ADAPTERS:

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from webhook.core import resources
-from webhook.core.view import Obj, Snapshot, group_of
+from webhook.core.objects import Obj, group_of
+from webhook.core.view import ClusterView
 
 DemandSource = Literal["job", "env", "labels", "pod"]
 
@@ -98,7 +99,7 @@ class Adapter(Protocol):
 
     name: str
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> Gang | None: ...
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> Gang | None: ...
 
 
 # -- helpers shared by adapters ---------------------------------------------------------------
@@ -195,7 +196,7 @@ def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, A
     return ref if group_of(api_version) == api_group else None
 
 
-def verified(view: Snapshot, ref: Mapping[str, Any], namespace: str) -> Obj | None:
+def verified(view: ClusterView, ref: Mapping[str, Any], namespace: str) -> Obj | None:
     """The object ``ref`` points at, if the view holds it *with the same UID*.
 
     A different UID means a newer object reusing the name: it is not the one this pod belongs to.
@@ -315,10 +316,10 @@ def fallback_demand(pod: Obj) -> tuple[tuple[PodGroup, ...], DemandSource]:
 
 
 def job_groups(
-    view: Snapshot, job: Obj | None, groups: Callable[[Obj], Sequence[PodGroup | None]]
+    view: ClusterView, job: Obj | None, groups: Callable[[Obj], Sequence[PodGroup | None]]
 ) -> Sequence[PodGroup | None]:
     """``groups(job)``: the job's demand read from its pod templates, once per version of the job
-    the view holds (``Snapshot.derived``); nothing without a job."""
+    the view holds (``ClusterView.derived``); nothing without a job."""
     return () if job is None else view.derived(job, groups)
 
 

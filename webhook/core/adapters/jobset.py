@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -53,7 +54,7 @@ Position = tuple[str | None, str | None, str | None]  # (replicated job, job ind
 class JobSetAdapter:
     name = "jobset"
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         batch_job = base.controller(pod, "batch", ("Job",))
         ref = _jobset_ref(pod, batch_job, namespace, view) if batch_job else None
         if ref is None:
@@ -85,7 +86,7 @@ class JobSetAdapter:
 
 
 def _jobset_ref(
-    pod: Obj, batch_job: Mapping[str, Any], namespace: str, view: Snapshot
+    pod: Obj, batch_job: Mapping[str, Any], namespace: str, view: ClusterView
 ) -> Mapping[str, Any] | None:
     job = base.verified(view, batch_job, namespace)
     if job is not None:

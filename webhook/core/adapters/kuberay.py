@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 GROUP = "ray.io"
 KIND = "RayCluster"
@@ -29,7 +30,7 @@ MAX_REPLICAS = 2**31 - 1
 class KubeRayAdapter:
     name = "kuberay"
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
         if ref is None:
             return None

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 GROUP = "leaderworkerset.x-k8s.io"
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -36,7 +37,7 @@ GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
 class LeaderWorkerSetAdapter:
     name = "leaderworkerset"
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         sts = base.controller(pod, "apps", ("StatefulSet",))
         pod_labels = base.labels_of(pod)
         name, group = pod_labels.get(NAME), pod_labels.get(GROUP_INDEX)
@@ -66,7 +67,7 @@ class LeaderWorkerSetAdapter:
         )
 
 
-def _chain_agrees(view: Snapshot, ref: Mapping[str, Any], namespace: str, lws_uid: str) -> bool:
+def _chain_agrees(view: ClusterView, ref: Mapping[str, Any], namespace: str, lws_uid: str) -> bool:
     """Whether the controller chain from the pod's StatefulSet leads to this LWS, as far as the
     view holds it (an object not in the view yet contradicts nothing; one that was replaced by a
     namesake does)."""

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v2beta1"
@@ -34,7 +35,7 @@ DEFAULT_REPLICAS: Mapping[str, int] = {"Launcher": 1, "Worker": 0}
 class MPIOperatorAdapter:
     name = "mpi-operator"
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
         if ref is not None:
             if ref.get("apiVersion") != API_VERSION:
@@ -65,7 +66,7 @@ class MPIOperatorAdapter:
 
 
 def _launcher_owner(
-    pod: Obj, launcher_job: Mapping[str, Any], namespace: str, view: Snapshot
+    pod: Obj, launcher_job: Mapping[str, Any], namespace: str, view: ClusterView
 ) -> tuple[base.OwnerRef, Obj | None] | None:
     """The MPIJob behind a launcher pod's batch Job, and the MPIJob object if the view has it."""
     batch_job = base.verified(view, launcher_job, namespace)

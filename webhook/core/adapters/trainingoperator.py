@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 GROUP = "kubeflow.org"
 JOB_NAME = "training.kubeflow.org/job-name"
@@ -35,7 +36,7 @@ _KIND_NAMES = tuple(KINDS)
 class TrainingOperatorAdapter:
     name = "training-operator"
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, _KIND_NAMES)
         if ref is None or not str(ref.get("apiVersion", "")).endswith("/v1"):
             return None

@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.view import Obj, Snapshot
+from webhook.core.objects import Obj
+from webhook.core.view import ClusterView
 
 GROUP = "batch.volcano.sh"
 KIND = "Job"
@@ -33,7 +34,7 @@ COORDINATOR_TASKS = ("master", "chief", "launcher", "leader", "head")
 class VolcanoAdapter:
     name = "volcano"
 
-    def recognise(self, pod: Obj, namespace: str, view: Snapshot) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
         if ref is None:
             return None
