@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.e2e.cluster import ZONES, LocalCluster, crd_files  # noqa: E402
 from tests.e2e.podium import Podium  # noqa: E402
-from webhook.serve import audit  # noqa: E402
+from webhook.ops import auditview  # noqa: E402
 
 NS = "ml-team"
 console = Console(width=160)
@@ -273,10 +273,10 @@ def show(cluster: LocalCluster, podium: Podium) -> None:
             str(pol["spec"]["enableDefaultDeny"]),
         )
     console.print(ptable)
-    records = list(audit.read(podium.audit_file.read_text().splitlines()))
+    records = list(auditview.read(podium.audit_file.read_text().splitlines()))
     records = [r for r in records if r["namespace"] == NS]
-    console.print(audit.table(records))
-    console.print(audit.summary(records))
+    console.print(auditview.table(records))
+    console.print(auditview.summary(records))
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""The audit trail: records, sinks, and ``podium audit``."""
+"""The audit trail: records and sinks (reading them back: tests/ops/test_auditview.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import engine, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.ops.cli import app
 from webhook.serve import audit
 from webhook.serve.metrics import Metrics
-
-runner = CliRunner()
 
 
 def record_for(
@@ -94,58 +90,6 @@ def test_sinks_write_one_line_per_record(tmp_path: Path, now: datetime) -> None:
     audit.FileSink(path).write(rec)
     assert stream.getvalue().count("\n") == 1
     assert [json.loads(line) for line in path.read_text().splitlines()] == [rec, rec]
-
-
-def test_read_skips_foreign_lines_and_prefixes(now: datetime) -> None:
-    pj = pytorchjob()
-    rec = record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
-    lines = [
-        "INFO starting",
-        "{broken json",
-        '{"audit": "other"}',
-        "[pod/podium-abc/podium] " + json.dumps(rec),
-        json.dumps(rec),
-    ]
-    assert list(audit.read(lines)) == [rec, rec]
-
-
-def _trail(tmp_path: Path, now: datetime) -> Path:
-    pj, other = pytorchjob(), pytorchjob("other", workers=0)
-    recs = [
-        record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now),
-        record_for(pytorch_pod(pj, "worker", 0).obj(), base_cluster(pj), now),
-        record_for(pytorch_pod(other).obj(), base_cluster(other), now),
-    ]
-    recs[1] = {**recs[1], "zone": "zone-b"}  # a split job, for the summary to flag
-    path = tmp_path / "audit.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    return path
-
-
-def test_audit_command_table_and_summary(tmp_path: Path, now: datetime) -> None:
-    result = runner.invoke(app, ["audit", str(_trail(tmp_path, now))])
-    assert result.exit_code == 0, result.output
-    assert "podium admissions (3)" in result.stdout and "per job (2)" in result.stdout
-    assert "SPLIT across zones" in result.stdout
-
-
-def test_audit_command_filters_and_json(tmp_path: Path, now: datetime) -> None:
-    path = _trail(tmp_path, now)
-    result = runner.invoke(
-        app, ["audit", str(path), "--job", "llama", "--zone", "zone-c", "-o", "json"]
-    )
-    assert result.exit_code == 0
-    rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [(r["job"]["name"], r["zone"]) for r in rows] == [("llama", "zone-c")]
-    result = runner.invoke(
-        app, ["audit", "-o", "json", "--job", "PyTorchJob/other"], input=path.read_text()
-    )
-    assert [json.loads(line)["job"]["name"] for line in result.stdout.splitlines()] == ["other"]
-
-
-def test_audit_command_bad_arguments(tmp_path: Path) -> None:
-    assert runner.invoke(app, ["audit", str(tmp_path / "missing")]).exit_code == 2
-    assert runner.invoke(app, ["audit", "-o", "xml"], input="").exit_code == 2
 
 
 def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime) -> None:

@@ -14,8 +14,7 @@ import typer
 from rich.console import Console
 
 from webhook.core.settings import Settings, SettingsError
-from webhook.ops import certs_cli, offline
-from webhook.serve import audit
+from webhook.ops import auditview, certs_cli, offline
 
 app = typer.Typer(
     name="podium",
@@ -95,16 +94,18 @@ def audit_command(
         lines = sys.stdin.read().splitlines()
     records = [
         r
-        for r in audit.read(lines)
-        if audit.matches(r, namespace=namespace, job=job, zone=zone, outcome=outcome, reason=reason)
+        for r in auditview.read(lines)
+        if auditview.matches(
+            r, namespace=namespace, job=job, zone=zone, outcome=outcome, reason=reason
+        )
     ]
     if output == "json":
         for r in records:
             sys.stdout.write(orjson.dumps(r).decode() + "\n")
         return
     console = Console(width=max(Console().width, 140))
-    console.print(audit.table(records))
-    console.print(audit.summary(records))
+    console.print(auditview.table(records))
+    console.print(auditview.summary(records))
 
 
 @app.command()

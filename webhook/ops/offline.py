@@ -121,7 +121,7 @@ async def review(
     decision = answer.decision
     created = {
         (e["kind"], e["name"])
-        for e in (answer.record or {}).get("effects", [])
+        for e in (answer.record["effects"] if answer.record else [])
         if e.get("outcome") == "created"
     }
     side_effects = [

@@ -76,10 +76,18 @@ class Admitter:
     async def _admit(self, request: reviews.Request, *, started: float, now: datetime) -> Answer:
         view = self.view()
         decision = engine.decide(request, view, self.settings, now=now)
-        results: list[dict[str, str]] = []
+        results: list[audit.EffectEntry] = []
         warnings = list(decision.warnings)
         if decision.effects and request.dry_run:
-            results = [{**effects.describe(m), "outcome": "dry-run"} for m in decision.effects]
+            results = [
+                {
+                    "kind": m["kind"],
+                    "name": m["metadata"]["name"],
+                    "namespace": m["metadata"]["namespace"],
+                    "outcome": "dry-run",
+                }
+                for m in decision.effects
+            ]
         elif decision.effects:
             if self.api is None:
                 return self._fail_open(
@@ -95,7 +103,9 @@ class Admitter:
                     request, decision, started=started, now=now, why=f"Kubernetes API: {err}"
                 )
             warnings = [*decision.warnings, *applied.warnings]
-            results = [r.as_dict() for r in applied.results]
+            results = [
+                {"kind": r.kind, "name": r.name, "outcome": r.outcome} for r in applied.results
+            ]
         record = audit.build(
             request=request,
             decision=decision,

@@ -1,7 +1,8 @@
-"""The audit trail: one JSON line per admission, where it goes, and how people read it back.
+"""The audit trail: one JSON line per admission, and where it goes.
 
-``build`` is pure (a decision plus what happened → a record); sinks write records; ``read``,
-``matches``, ``table`` and ``summary`` serve ``podium audit``.
+``build`` is pure (a decision plus what happened → an ``AuditRecord``); sinks write records.
+Metrics and Events read the same typed record. Reading records back for people is
+``webhook.ops.auditview`` (``podium audit``), so the admission path never loads a table renderer.
 """
 
 from __future__ import annotations
@@ -12,20 +13,75 @@ import logging
 import sys
 import threading
 import time as clock
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, NotRequired, Protocol, TypedDict
 
 import orjson
-from rich.table import Table
 
 from webhook.core.engine import Decision
 from webhook.core.reviews import Request
 
 log = logging.getLogger("podium.audit")
 
-AuditRecord = dict[str, Any]
+
+class JobRef(TypedDict, total=False):
+    """The job a record is about. Admissions fill every key; the reconciler only kind, name,
+    uid and gang."""
+
+    framework: str
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    gang: str
+    demand: dict[str, int]
+    demandSource: str
+
+
+class EffectEntry(TypedDict, total=False):
+    """An object podium created or changed (``effects.EffectResult.as_dict``)."""
+
+    kind: str
+    name: str
+    namespace: str
+    outcome: str
+
+
+class PatchSummary(TypedDict):
+    ops: int
+    paths: list[str]
+
+
+class AuditRecord(TypedDict):
+    """One admission (or reconciler action), as written: one JSON object per line."""
+
+    audit: str
+    time: str
+    requestUID: str
+    operation: str
+    namespace: str
+    pod: str
+    user: str
+    outcome: str
+    reason: str
+    detail: str
+    job: JobRef | None
+    role: str | None
+    coordinator: bool | None
+    zone: str | None
+    capacity: list[dict[str, Any]]
+    patch: PatchSummary
+    effects: list[EffectEntry]
+    warnings: list[str]
+    dryRun: bool
+    latencyMs: float
+    error: NotRequired[str]
+    #: Reconciler records: what it did (``create``, ``patch``, ``delete``, …) and how it went.
+    action: NotRequired[str]
+    result: NotRequired[str]
+
 
 #: Marks podium's lines among other log lines (e.g. in ``kubectl logs``).
 MARKER = "podium.audit/v1"
@@ -40,7 +96,7 @@ def build(
     outcome: str | None = None,
     reason: str | None = None,
     detail: str | None = None,
-    effects: Sequence[Mapping[str, Any]] = (),
+    effects: Sequence[EffectEntry] = (),
     warnings: Sequence[str] = (),
     error: str | None = None,
 ) -> AuditRecord:
@@ -89,7 +145,7 @@ def build(
     return record
 
 
-def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> PatchSummary:
     return {"ops": len(patch), "paths": sorted({str(op.get("path", "")) for op in patch})}
 
 
@@ -269,109 +325,3 @@ class BackgroundSink(LineSink):
                 self._inner.write_lines(b"".join(batch))
             except Exception:  # the thread must outlive a failed write
                 log.exception("audit sink failed; %d records lost", len(batch))
-
-
-# -- reading back --------------------------------------------------------------------------------
-
-
-def read(lines: Iterable[str]) -> Iterator[AuditRecord]:
-    """podium's audit records among arbitrary log lines (other lines and broken JSON are skipped).
-
-    Lines may carry a prefix such as ``kubectl logs --prefix`` adds; the record starts at the
-    first ``{``.
-    """
-    for line in lines:
-        start = line.find("{")
-        if start < 0:
-            continue
-        try:
-            doc = orjson.loads(line[start:])
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(doc, dict) and doc.get("audit") == MARKER:
-            yield doc
-
-
-def _job_name(record: Mapping[str, Any]) -> str:
-    job = record.get("job") or {}
-    return f"{job.get('kind', '')}/{job.get('name', '')}" if job else ""
-
-
-def matches(
-    record: Mapping[str, Any],
-    *,
-    namespace: str | None = None,
-    job: str | None = None,
-    zone: str | None = None,
-    outcome: str | None = None,
-    reason: str | None = None,
-) -> bool:
-    """Filters for ``podium audit``; ``job`` matches the name or ``Kind/name``."""
-    if namespace and record.get("namespace") != namespace:
-        return False
-    if job:
-        name = _job_name(record)
-        if job not in (name, name.split("/", 1)[-1]):
-            return False
-    if zone and record.get("zone") != zone:
-        return False
-    if outcome and record.get("outcome") != outcome:
-        return False
-    return not (reason and record.get("reason") != reason)
-
-
-def table(records: Sequence[Mapping[str, Any]]) -> Table:
-    out = Table(title=f"podium admissions ({len(records)})", expand=False)
-    for column in ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason", "ms"):
-        out.add_column(column, overflow="fold")
-    for r in records:
-        role = str(r.get("role") or "")
-        if r.get("coordinator"):
-            role += " *"
-        out.add_row(
-            str(r.get("time", ""))[11:23],
-            str(r.get("namespace", "")),
-            str(r.get("pod", "")),
-            _job_name(r),
-            role,
-            str(r.get("outcome", "")) + (" (dry run)" if r.get("dryRun") else ""),
-            str(r.get("zone") or "-"),
-            str(r.get("reason", "")),
-            f"{float(r.get('latencyMs') or 0):.1f}",
-        )
-    return out
-
-
-def summary(records: Sequence[Mapping[str, Any]]) -> Table:
-    """Per job: pods admitted, the zones they were pinned to (more than one is a red flag)."""
-    jobs: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in records:
-        if not r.get("job"):
-            continue
-        key = (str(r.get("namespace", "")), _job_name(r))
-        entry = jobs.setdefault(key, {"pods": 0, "zones": set(), "outcomes": set(), "warnings": 0})
-        entry["pods"] += 1
-        if r.get("zone"):
-            entry["zones"].add(r["zone"])
-        entry["outcomes"].add(str(r.get("outcome", "")))
-        entry["warnings"] += len(r.get("warnings") or [])
-    out = Table(title=f"per job ({len(jobs)})")
-    for column in ("namespace", "job", "pods", "zones", "outcomes", "warnings", "verdict"):
-        out.add_column(column)
-    for (ns, name), e in sorted(jobs.items()):
-        zones = sorted(e["zones"])
-        verdict = "ok"
-        if len(zones) > 1:
-            verdict = "SPLIT across zones"
-        elif e["outcomes"] - {"pinned"}:
-            verdict = "check: not every pod pinned"
-        out.add_row(
-            ns,
-            name,
-            str(e["pods"]),
-            ", ".join(zones) or "-",
-            ", ".join(sorted(e["outcomes"])),
-            str(e["warnings"]),
-            verdict,
-        )
-    return out

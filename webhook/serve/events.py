@@ -45,6 +45,7 @@ from typing import Any
 
 from webhook.core import labels, policies
 from webhook.serve import effects
+from webhook.serve.audit import AuditRecord
 
 log = logging.getLogger("podium.events")
 
@@ -120,7 +121,7 @@ def _micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def build(record: Mapping[str, Any], *, instance: str, now: datetime) -> list[Event]:
+def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
     """The events one audit record calls for (pure; see the module's table)."""
     if record.get("dryRun"):
         return []
@@ -260,7 +261,7 @@ class EventRecorder:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def observe(self, record: Mapping[str, Any]) -> None:
+    def observe(self, record: AuditRecord) -> None:
         """Queue the record's events; never raises, never waits (it is on the admission path)."""
         try:
             events = build(record, instance=self.instance, now=self.clock())

@@ -428,9 +428,9 @@ class Reconciler:
         record["action"] = action.verb
         record["result"] = result
         record["job"] = {
-            "kind": action.owner.get("kind"),
-            "name": action.owner.get("name"),
-            "uid": action.owner.get("uid"),
+            "kind": str(action.owner.get("kind") or ""),
+            "name": str(action.owner.get("name") or ""),
+            "uid": str(action.owner.get("uid") or ""),
             "gang": action.gang,
         }
         return record
