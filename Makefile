@@ -25,8 +25,9 @@ helm:
 	bash tests/tools/build_helm.sh
 
 lint: setup
-	$(BIN)/ruff check webhook tests scripts
+	$(BIN)/ruff check webhook tests scripts bench
 	$(BIN)/ruff format --check webhook
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy webhook
