@@ -368,12 +368,6 @@ def test_two_apps_do_not_share_metrics() -> None:
     assert samples(second.metrics)[("podium_admission_duration_seconds_count", ())] == 0
 
 
-def test_metrics_ignore_a_malformed_record() -> None:
-    metrics = Metrics()
-    metrics.observe({"outcome": "pinned", "effects": [None]})
-    assert samples(metrics)[("podium_rejected_requests_total", (("reason", "metrics-error"),))] == 1
-
-
 async def test_the_lifespan_runs_the_watch_cache() -> None:
     settings = Settings()
     pj = pytorchjob()
