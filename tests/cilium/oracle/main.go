@@ -50,6 +50,7 @@ import (
 	"github.com/cilium/cilium/pkg/labelsfilter"
 	"github.com/cilium/cilium/pkg/option"
 	"github.com/cilium/cilium/pkg/policy"
+	policyapi "github.com/cilium/cilium/pkg/policy/api"
 	policytypes "github.com/cilium/cilium/pkg/policy/types"
 	policyutils "github.com/cilium/cilium/pkg/policy/utils"
 	testidentity "github.com/cilium/cilium/pkg/testutils/identity"
@@ -160,6 +161,8 @@ func run(stdin io.Reader, stdout io.Writer) error {
 	// fromNodes/toNodes parse only with this set (pkg/policy/api rule_validation.go); it changes
 	// nothing for pod identities.
 	option.Config.EnableNodeSelectorLabels = true
+	// The "cluster" entity selects the local cluster's pods by cluster name (pkg/policy/cell).
+	policyapi.InitEntities(clusterName)
 	var prefixes []string
 	if in.LabelPrefixes != nil {
 		prefixes = *in.LabelPrefixes
@@ -503,9 +506,9 @@ func ruleNames(list labels.LabelArrayList) []string {
 		if agentOwn(la) {
 			continue
 		}
-		kind := la.Get(labels.LabelSourceK8s + ":" + k8sConst.PolicyLabelDerivedFrom)
-		ns := la.Get(labels.LabelSourceK8s + ":" + k8sConst.PolicyLabelNamespace)
-		name := la.Get(labels.LabelSourceK8s + ":" + k8sConst.PolicyLabelName)
+		kind := k8sLabel(la, k8sConst.PolicyLabelDerivedFrom)
+		ns := k8sLabel(la, k8sConst.PolicyLabelNamespace)
+		name := k8sLabel(la, k8sConst.PolicyLabelName)
 		s := fmt.Sprintf("%s/%s/%s", kind, ns, name)
 		if kind == "" && name == "" {
 			s = la.String()
@@ -517,6 +520,16 @@ func ruleNames(list labels.LabelArrayList) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// k8sLabel is the value of the k8s-source label key in la, or "".
+func k8sLabel(la labels.LabelArray, key string) string {
+	for _, l := range la {
+		if l.Source == labels.LabelSourceK8s && l.Key == key {
+			return l.Value
+		}
+	}
+	return ""
 }
 
 // agentOwn says whether a rule's labels are one of the agent's own (reserved) derived-from labels.

@@ -1,0 +1,585 @@
+// Command oracle is the verdict oracle of ../oracle built against Cilium v1.15, the last Cilium
+// line without `enableDefaultDeny` (added in 1.16): it shows what an old agent does with podium's
+// policy. Same input and output as ../oracle (see there).
+//
+// v1.15 has no pkg/policy/lookup.go (LookupFlow came later), so the verdict is computed the way
+// the 1.15 agent computes an endpoint's policy map: the policy repository resolves the selector
+// policy of each identity (PolicyCache.UpdatePolicy, as endpoint regeneration does), DistillPolicy
+// (SelectorPolicy.Consume) turns it into the map state the agent writes to the BPF policy map,
+// and lookupMapState below looks a flow up in that map state in the precedence order of v1.15's
+// datapath (bpf/lib/policy.h __policy_can_access): id/proto/port, ANY/proto/port, id/proto/ANY,
+// ANY/proto/ANY, id/ANY/ANY, ANY/ANY/ANY, else drop; a matching deny entry drops.
+//
+// Entry points: CNP/CCNP .Parse() → Repository.AddList; NetworkPolicy → k8s.ParseNetworkPolicy.
+// There is no policy-default-local-cluster in 1.15: policies select pods of any cluster.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/cilium/cilium/pkg/defaults"
+	"github.com/cilium/cilium/pkg/fqdn/re"
+	"github.com/cilium/cilium/pkg/identity"
+	"github.com/cilium/cilium/pkg/identity/cache"
+	"github.com/cilium/cilium/pkg/k8s"
+	k8sConst "github.com/cilium/cilium/pkg/k8s/apis/cilium.io"
+	v2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
+	slim_corev1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/api/core/v1"
+	slim_networkingv1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/api/networking/v1"
+	slim_metav1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/apis/meta/v1"
+	k8sUtils "github.com/cilium/cilium/pkg/k8s/utils"
+	"github.com/cilium/cilium/pkg/labels"
+	"github.com/cilium/cilium/pkg/labelsfilter"
+	"github.com/cilium/cilium/pkg/logging"
+	"github.com/cilium/cilium/pkg/option"
+	"github.com/cilium/cilium/pkg/policy"
+	"github.com/cilium/cilium/pkg/policy/api"
+	"github.com/cilium/cilium/pkg/policy/trafficdirection"
+	testidentity "github.com/cilium/cilium/pkg/testutils/identity"
+	"github.com/cilium/cilium/pkg/u8proto"
+	"github.com/sirupsen/logrus"
+	networkingv1 "k8s.io/api/networking/v1"
+	strictjson "sigs.k8s.io/json"
+)
+
+// clusterName is the agent's default cluster name (pkg/defaults ClusterName).
+const clusterName = "default"
+
+// firstIdentity is where the oracle starts numbering identities (above the reserved range).
+const firstIdentity = 1000
+
+type input struct {
+	Policies      []json.RawMessage `json:"policies"`
+	Identities    []identityIn      `json:"identities"`
+	Flows         []flowIn          `json:"flows"`
+	LabelPrefixes *[]string         `json:"labelPrefixes,omitempty"`
+	UnknownFields string            `json:"unknownFields,omitempty"`
+}
+
+type identityIn struct {
+	Name            string            `json:"name"`
+	Namespace       string            `json:"namespace"`
+	Labels          map[string]string `json:"labels"`
+	NamespaceLabels map[string]string `json:"namespaceLabels"`
+	ServiceAccount  string            `json:"serviceAccount,omitempty"`
+}
+
+type flowIn struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Proto string `json:"proto"`
+	Port  int    `json:"port"`
+}
+
+type identityOut struct {
+	Name   string   `json:"name"`
+	ID     uint32   `json:"id"`
+	Labels []string `json:"labels"`
+}
+
+type directionOut struct {
+	Verdict string   `json:"verdict"`
+	By      string   `json:"by"`
+	Rules   []string `json:"rules"`
+}
+
+type verdictOut struct {
+	From    string       `json:"from"`
+	To      string       `json:"to"`
+	Proto   string       `json:"proto"`
+	Port    int          `json:"port"`
+	Verdict string       `json:"verdict"`
+	By      string       `json:"by"`
+	Egress  directionOut `json:"egress"`
+	Ingress directionOut `json:"ingress"`
+}
+
+type output struct {
+	Cilium     string        `json:"cilium"`
+	Identities []identityOut `json:"identities"`
+	Pruned     []string      `json:"pruned"`
+	Verdicts   []verdictOut  `json:"verdicts"`
+}
+
+// owner is the endpoint a policy map is computed for (policy.PolicyOwner of v1.15).
+type owner struct{ id uint64 }
+
+func (o owner) GetID() uint64 { return o.id }
+
+// LookupRedirectPortBuildLocked gives L7 rules a proxy port, so they count as allowed (no proxy runs).
+func (o owner) LookupRedirectPortBuildLocked(bool, string, uint16) uint16 { return 65535 }
+func (o owner) HasBPFPolicyMap() bool                                     { return true }
+func (o owner) GetNamedPort(bool, string, uint8) uint16                   { return 0 }
+func (o owner) PolicyDebug(logrus.Fields, string)                         {}
+
+func main() {
+	if err := run(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "oracle: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(stdin io.Reader, stdout io.Writer) error {
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return err
+	}
+	var in input
+	if err := decodeStrict(data, &in, "input"); err != nil {
+		return err
+	}
+	prune := false
+	switch in.UnknownFields {
+	case "", "error":
+	case "prune":
+		prune = true
+	default:
+		return fmt.Errorf("unknownFields must be \"error\" or \"prune\", not %q", in.UnknownFields)
+	}
+	logging.DefaultLogger.SetOutput(os.Stderr)
+	logging.DefaultLogger.SetLevel(logrus.ErrorLevel)
+
+	// Process-wide settings, as the agent has them in Kubernetes mode.
+	option.Config.ClusterName = clusterName
+	option.Config.AllowLocalhost = option.AllowLocalhostAlways
+	policy.SetPolicyEnabled(option.DefaultEnforcement)
+	// The "cluster" entity selects the local cluster's pods by cluster name; remote nodes have
+	// their own identity by default (daemon/cmd/daemon.go).
+	api.InitEntities(clusterName, false)
+	// DNS rules (toFQDNs, rules.dns) compile their patterns through this cache (daemon/cmd/fqdn.go).
+	if err := re.InitRegexCompileLRU(defaults.FQDNRegexCompileLRUSize); err != nil {
+		return err
+	}
+	var prefixes []string
+	if in.LabelPrefixes != nil {
+		prefixes = *in.LabelPrefixes
+	}
+	if err := labelsfilter.ParseLabelPrefixCfg(prefixes, ""); err != nil {
+		return fmt.Errorf("labelPrefixes: %w", err)
+	}
+
+	// Identities first: every one must be in the selector cache's initial identities.
+	byName, idOut, idCache, err := identities(in.Identities)
+	if err != nil {
+		return err
+	}
+	repo := policy.NewPolicyRepository(testidentity.NewMockIdentityAllocator(idCache), idCache, nil, nil, api.NewPolicyMetricsNoop())
+	repo.GetSelectorCache().SetLocalIdentityNotifier(testidentity.NewDummyIdentityNotifier())
+
+	pruned := []string{}
+	for i, raw := range in.Policies {
+		rules, dropped, err := parsePolicy(raw, prune)
+		if err != nil {
+			return fmt.Errorf("policies[%d]: %w", i, err)
+		}
+		pruned = append(pruned, dropped...)
+		repo.AddList(rules)
+	}
+
+	// Each identity's policy map, as endpoint regeneration computes it.
+	maps := map[identity.NumericIdentity]policy.MapState{}
+	for _, id := range byName {
+		if _, done := maps[id.ID]; done {
+			continue
+		}
+		pc := repo.GetPolicyCache()
+		pc.LocalEndpointIdentityAdded(id)
+		repo.Mutex.RLock()
+		err := pc.UpdatePolicy(id)
+		repo.Mutex.RUnlock()
+		if err != nil {
+			return fmt.Errorf("policy of identity %d: %w", id.ID, err)
+		}
+		maps[id.ID] = pc.Lookup(id).Consume(owner{uint64(id.ID)}).GetPolicyMap()
+	}
+
+	out := output{Cilium: ciliumVersion(), Identities: idOut, Pruned: pruned, Verdicts: []verdictOut{}}
+	for i, f := range in.Flows {
+		v, err := lookup(maps, byName, f)
+		if err != nil {
+			return fmt.Errorf("flows[%d] %s→%s %s/%d: %w", i, f.From, f.To, f.Proto, f.Port, err)
+		}
+		out.Verdicts = append(out.Verdicts, v)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", " ")
+	return enc.Encode(out)
+}
+
+// identities builds each pod's identity the way the agent does (SanitizePodLabels, then the label
+// filter); pods with the same identity-relevant labels share one numeric identity.
+func identities(ins []identityIn) (map[string]*identity.Identity, []identityOut, cache.IdentityCache, error) {
+	byName := map[string]*identity.Identity{}
+	byLabels := map[string]*identity.Identity{}
+	idmap := cache.IdentityCache{}
+	out := []identityOut{}
+	for i, in := range ins {
+		if in.Name == "" || in.Namespace == "" {
+			return nil, nil, nil, fmt.Errorf("identities[%d]: name and namespace are required", i)
+		}
+		if _, dup := byName[in.Name]; dup {
+			return nil, nil, nil, fmt.Errorf("identities[%d]: duplicate name %q", i, in.Name)
+		}
+		nsLabels := map[string]string{"kubernetes.io/metadata.name": in.Namespace} // as the apiserver sets it
+		for k, v := range in.NamespaceLabels {
+			nsLabels[k] = v
+		}
+		sa := in.ServiceAccount
+		if sa == "" {
+			sa = "default" // what the ServiceAccount admission plugin fills in
+		}
+		podLabels := map[string]string{}
+		for k, v := range in.Labels {
+			podLabels[k] = v
+		}
+		ns := &slim_corev1.Namespace{ObjectMeta: slim_metav1.ObjectMeta{Name: in.Namespace, Labels: nsLabels}}
+		sanitized := k8sUtils.SanitizePodLabels(podLabels, ns, sa, clusterName)
+		relevant, _ := labelsfilter.Filter(labels.Map2Labels(sanitized, labels.LabelSourceK8s))
+		array := relevant.LabelArray()
+		key := array.String()
+		id, seen := byLabels[key]
+		if !seen {
+			id = identity.NewIdentityFromLabelArray(identity.NumericIdentity(firstIdentity+len(byLabels)), array)
+			byLabels[key] = id
+			idmap[id.ID] = id.LabelArray
+		}
+		byName[in.Name] = id
+		strs := []string{}
+		for _, l := range array {
+			strs = append(strs, l.String())
+		}
+		out = append(out, identityOut{Name: in.Name, ID: uint32(id.ID), Labels: strs})
+	}
+	return byName, out, idmap, nil
+}
+
+// parsePolicy turns one Kubernetes object into policy rules, as the v1.15 agent's watchers do.
+func parsePolicy(raw json.RawMessage, prune bool) (api.Rules, []string, error) {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, nil, err
+	}
+	what := fmt.Sprintf("%s %s/%s", head.Kind, head.Metadata.Namespace, head.Metadata.Name)
+	if head.Metadata.Name == "" {
+		return nil, nil, fmt.Errorf("%s: metadata.name is required", what)
+	}
+	var dropped []string
+	check := func(v any) error {
+		unknown, err := decode(raw, v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if sel, err := selectorUnknownFields(raw); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		} else {
+			unknown = append(unknown, sel...)
+		}
+		if len(unknown) > 0 && !prune {
+			return fmt.Errorf("%s: %s", what, strings.Join(unknown, "; "))
+		}
+		for _, u := range unknown {
+			dropped = append(dropped, what+": "+u)
+		}
+		return nil
+	}
+	var rules api.Rules
+	var err error
+	switch {
+	case head.Kind == "CiliumNetworkPolicy" && head.APIVersion == "cilium.io/v2":
+		if head.Metadata.Namespace == "" {
+			return nil, nil, fmt.Errorf("%s: metadata.namespace is required", what)
+		}
+		var cnp v2.CiliumNetworkPolicy
+		if err := check(&cnp); err != nil {
+			return nil, nil, err
+		}
+		rules, err = cnp.Parse()
+	case head.Kind == "CiliumClusterwideNetworkPolicy" && head.APIVersion == "cilium.io/v2":
+		if head.Metadata.Namespace != "" {
+			return nil, nil, fmt.Errorf("%s: a cluster-wide policy has no namespace", what)
+		}
+		var ccnp v2.CiliumClusterwideNetworkPolicy
+		if err := check(&ccnp); err != nil {
+			return nil, nil, err
+		}
+		rules, err = ccnp.Parse()
+	case head.Kind == "NetworkPolicy" && head.APIVersion == "networking.k8s.io/v1":
+		if head.Metadata.Namespace == "" {
+			return nil, nil, fmt.Errorf("%s: metadata.namespace is required", what)
+		}
+		// Validate against the full API type, then hand the agent's slim type to the parser.
+		var full networkingv1.NetworkPolicy
+		if err := check(&full); err != nil {
+			return nil, nil, err
+		}
+		var slim slim_networkingv1.NetworkPolicy
+		if err := json.Unmarshal(raw, &slim); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
+		}
+		rules, err = k8s.ParseNetworkPolicy(&slim)
+	default:
+		return nil, nil, fmt.Errorf("%s: unsupported apiVersion/kind %s/%s", what, head.APIVersion, head.Kind)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return rules, dropped, nil
+}
+
+// decode decodes case-sensitively into v and returns the strict errors (unknown or duplicate fields,
+// with their paths) separately from fatal ones.
+func decode(data []byte, v any) ([]string, error) {
+	strict, err := strictjson.UnmarshalStrict(data, v)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, e := range strict {
+		out = append(out, e.Error())
+	}
+	return out, nil
+}
+
+func decodeStrict(data []byte, v any, what string) error {
+	unknown, err := decode(data, v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%s: %s", what, strings.Join(unknown, "; "))
+	}
+	return nil
+}
+
+// selectorKeys hold Cilium endpoint selectors. api.EndpointSelector decodes itself with the
+// standard library (which ignores unknown fields), so a misspelled "matchLabel" there would select
+// every pod: these are checked on their own, against the label selector type.
+var selectorKeys = map[string]bool{
+	"endpointSelector": true, "nodeSelector": true,
+	"fromEndpoints": true, "toEndpoints": true, "fromRequires": true, "toRequires": true,
+	"fromNodes": true, "toNodes": true,
+}
+
+func selectorUnknownFields(raw []byte) ([]string, error) {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	out := []string{}
+	var walk func(path string, v any) error
+	check := func(path string, sel any) error {
+		b, err := json.Marshal(sel)
+		if err != nil {
+			return err
+		}
+		var ls slim_metav1.LabelSelector
+		unknown, err := decode(b, &ls)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, u := range unknown {
+			out = append(out, fmt.Sprintf("%s: %s", path, u))
+		}
+		return nil
+	}
+	walk = func(path string, v any) error {
+		switch t := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(t))
+			for k := range t {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				p := strings.TrimPrefix(path+"."+k, ".")
+				if selectorKeys[k] {
+					switch s := t[k].(type) {
+					case map[string]any:
+						if err := check(p, s); err != nil {
+							return err
+						}
+					case []any:
+						for i, e := range s {
+							if err := check(fmt.Sprintf("%s[%d]", p, i), e); err != nil {
+								return err
+							}
+						}
+					}
+					continue
+				}
+				if err := walk(p, t[k]); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for i, e := range t {
+				if err := walk(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk("", doc); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+var protos = map[string]u8proto.U8proto{"TCP": u8proto.TCP, "UDP": u8proto.UDP, "SCTP": u8proto.SCTP}
+
+func lookup(maps map[identity.NumericIdentity]policy.MapState, byName map[string]*identity.Identity, f flowIn) (verdictOut, error) {
+	from, ok := byName[f.From]
+	if !ok {
+		return verdictOut{}, fmt.Errorf("unknown identity %q", f.From)
+	}
+	to, ok := byName[f.To]
+	if !ok {
+		return verdictOut{}, fmt.Errorf("unknown identity %q", f.To)
+	}
+	proto, ok := protos[f.Proto]
+	if !ok {
+		return verdictOut{}, fmt.Errorf("proto must be TCP, UDP or SCTP, not %q", f.Proto)
+	}
+	if f.Port < 1 || f.Port > 65535 {
+		return verdictOut{}, fmt.Errorf("port %d out of range", f.Port)
+	}
+	v := verdictOut{
+		From: f.From, To: f.To, Proto: f.Proto, Port: f.Port,
+		Egress:  lookupMapState(maps[from.ID], to.ID, proto, uint16(f.Port), trafficdirection.Egress),
+		Ingress: lookupMapState(maps[to.ID], from.ID, proto, uint16(f.Port), trafficdirection.Ingress),
+	}
+	switch {
+	case v.Egress.Verdict == "allowed" && v.Ingress.Verdict == "allowed":
+		v.Verdict, v.By = "allowed", "allowed"
+	case v.Egress.By == "deny-rule" || v.Ingress.By == "deny-rule":
+		v.Verdict, v.By = "denied", "deny-rule"
+	default:
+		v.Verdict, v.By = "denied", "default-deny"
+	}
+	return v, nil
+}
+
+// lookupMapState looks a packet up in an endpoint's policy map state in the order of v1.15's
+// bpf/lib/policy.h __policy_can_access. The BPF map is an LPM map: a lookup with the remote
+// identity returns the longest of id/proto/port, id/proto/ANY, id/ANY/ANY; the second lookup, with
+// identity 0, the longest of ANY/proto/port, ANY/proto/ANY, ANY/ANY/ANY.
+func lookupMapState(ms policy.MapState, remote identity.NumericIdentity, proto u8proto.U8proto, port uint16, dir trafficdirection.TrafficDirection) directionOut {
+	get := func(id uint32, proto uint8, port uint16) (policy.MapStateEntry, bool) {
+		return ms.Get(policy.Key{Identity: id, DestPort: port, Nexthdr: proto, TrafficDirection: dir.Uint8()})
+	}
+	type hit struct {
+		entry policy.MapStateEntry
+		level int // 0: port, 1: proto, 2: any
+	}
+	lpm := func(id uint32) *hit {
+		if e, ok := get(id, uint8(proto), port); ok {
+			return &hit{e, 0}
+		}
+		if e, ok := get(id, uint8(proto), 0); ok {
+			return &hit{e, 1}
+		}
+		if e, ok := get(id, 0, 0); ok {
+			return &hit{e, 2}
+		}
+		return nil
+	}
+	l3, l4 := lpm(uint32(remote)), lpm(0)
+	var chosen *hit
+	switch {
+	case l3 != nil && l3.level == 0: // 1. id/proto/port
+		chosen = l3
+	case l4 != nil && l4.level == 0: // 2. ANY/proto/port
+		chosen = l4
+	case l3 != nil && l3.level == 1: // 3. id/proto/ANY
+		chosen = l3
+	case l4 != nil && l4.level == 1: // 4. ANY/proto/ANY
+		chosen = l4
+	case l3 != nil: // 5. id/ANY/ANY
+		chosen = l3
+	case l4 != nil: // 6. ANY/ANY/ANY
+		chosen = l4
+	}
+	if chosen == nil {
+		return directionOut{Verdict: "denied", By: "default-deny", Rules: []string{}}
+	}
+	rules := ruleNames(chosen.entry.DerivedFromRules)
+	switch {
+	case chosen.entry.IsDeny:
+		return directionOut{Verdict: "denied", By: "deny-rule", Rules: rules}
+	case len(rules) == 0:
+		return directionOut{Verdict: "allowed", By: "default-allow", Rules: rules}
+	}
+	return directionOut{Verdict: "allowed", By: "allow-rule", Rules: rules}
+}
+
+// ruleNames renders the policies behind an entry as Kind/namespace/name (Kind//name when
+// cluster-wide). Entries the agent adds itself (reserved:io.cilium.policy.derived-from, e.g.
+// allow-any-ingress for a direction nothing enforces) are no policy and are left out.
+func ruleNames(list labels.LabelArrayList) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, la := range list {
+		if agentOwn(la) {
+			continue
+		}
+		kind := k8sLabel(la, k8sConst.PolicyLabelDerivedFrom)
+		ns := k8sLabel(la, k8sConst.PolicyLabelNamespace)
+		name := k8sLabel(la, k8sConst.PolicyLabelName)
+		s := fmt.Sprintf("%s/%s/%s", kind, ns, name)
+		if kind == "" && name == "" {
+			s = la.String()
+		}
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// k8sLabel is the value of the k8s-source label key in la, or "".
+func k8sLabel(la labels.LabelArray, key string) string {
+	for _, l := range la {
+		if l.Source == labels.LabelSourceK8s && l.Key == key {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+// agentOwn says whether a rule's labels are one of the agent's own (reserved) derived-from labels.
+func agentOwn(la labels.LabelArray) bool {
+	for _, l := range la {
+		if l.Source == labels.LabelSourceReserved && l.Key == policy.LabelKeyPolicyDerivedFrom {
+			return true
+		}
+	}
+	return false
+}
+
+// ciliumVersion is the version of github.com/cilium/cilium this binary was built with.
+func ciliumVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/cilium/cilium" {
+				return dep.Version
+			}
+		}
+	}
+	return "unknown"
+}
