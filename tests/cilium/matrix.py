@@ -72,6 +72,46 @@ def _result(binary: Path, prune: bool, set_name: str, placement: Placement, mode
     )
 
 
+# -- the properties (issue 13) ---------------------------------------------------------------
+#
+# Each takes the verdicts without podium's policy (``base``) and with it (``got``) and returns the
+# flows that break it: empty means it holds.
+
+
+def additive_violations(
+    base: dict[Flow, Verdict], got: dict[Flow, Verdict], placement: Placement
+) -> list[Flow]:
+    """Additive: a flow that is not between two pods of the job has the same verdict (and the
+    same kind of verdict) with podium's policy as without it."""
+    return sorted(f for f in base if not world.same_job(f) and base[f].outcome != got[f].outcome)
+
+
+def widenings(
+    base: dict[Flow, Verdict], got: dict[Flow, Verdict], placement: Placement
+) -> list[Flow]:
+    """Never widens: no flow denied without podium's policy is allowed with it, unless it is
+    between two pods of the job in one zone."""
+    return sorted(
+        f
+        for f in base
+        if got[f].allowed and not base[f].allowed and not world.same_job_same_zone(placement, f)
+    )
+
+
+def insufficiencies(
+    base: dict[Flow, Verdict], got: dict[Flow, Verdict], placement: Placement
+) -> list[Flow]:
+    """Sufficient: every flow between two pods of the job in one zone is allowed, unless the
+    cluster denies it with an explicit deny rule."""
+    return sorted(
+        f
+        for f in base
+        if world.same_job_same_zone(placement, f)
+        and not got[f].allowed
+        and got[f].by != "deny-rule"
+    )
+
+
 # -- compact cells ---------------------------------------------------------------------------
 
 

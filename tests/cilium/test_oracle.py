@@ -48,12 +48,19 @@ def outcomes(oracle: Oracle, policies: list[dict[str, Any]], **kw: Any) -> dict[
     return {v.flow: v.outcome for v in oracle.run(policies, PODS, FLOWS, **kw).verdicts}
 
 
+@pytest.fixture(params=["oracle", "oracle115"])
+def any_oracle(request: pytest.FixtureRequest) -> Oracle:
+    """Each Cilium line, for the semantics both share (v1.15 computes the verdict from the policy
+    map it distills, looked up in its datapath's order: oracle115/main.go)."""
+    oracle: Oracle = request.getfixturevalue(request.param)
+    return oracle
+
+
 # -- input handling --------------------------------------------------------------------------
 
 
-def test_no_policy_allows_everything(oracle: Oracle) -> None:
-    result = oracle.run([], PODS, FLOWS)
-    assert result.cilium.startswith("v1.20.")
+def test_no_policy_allows_everything(any_oracle: Oracle) -> None:
+    result = any_oracle.run([], PODS, FLOWS)
     assert all(
         v.allowed and v.egress.by == v.ingress.by == "default-allow" for v in result.verdicts
     )
@@ -178,9 +185,9 @@ def test_an_additive_policy_alone_changes_no_verdict(oracle: Oracle) -> None:
     assert verdict.ingress.rules == ("CiliumNetworkPolicy/team-a/p",)
 
 
-def test_an_allow_rule_puts_the_pods_into_default_deny(oracle: Oracle) -> None:
+def test_an_allow_rule_puts_the_pods_into_default_deny(any_oracle: Oracle) -> None:
     spec = {"endpointSelector": app("a"), "ingress": [{"fromEndpoints": [app("b")]}]}
-    got = outcomes(oracle, [cnp(spec)])
+    got = outcomes(any_oracle, [cnp(spec)])
     assert got == {A_TO_B: "allow", B_TO_A: "allow", MON_TO_A: "deny"}
 
 
@@ -220,10 +227,10 @@ def test_egress_and_ingress_are_told_apart(oracle: Oracle) -> None:
 
 
 def test_a_deny_only_policy_without_enable_default_deny_denies_everything_else(
-    oracle: Oracle,
+    any_oracle: Oracle,
 ) -> None:
     deny = {"endpointSelector": app("a"), "ingressDeny": [{"fromEndpoints": [app("b")]}]}
-    got = outcomes(oracle, [cnp(deny)])
+    got = outcomes(any_oracle, [cnp(deny)])
     assert got == {A_TO_B: "allow", B_TO_A: "DENY", MON_TO_A: "deny"}
 
 
@@ -244,16 +251,16 @@ def test_not_in_also_matches_pods_without_the_label(oracle: Oracle) -> None:
     assert outcomes(oracle, [zone_deny(not_in, exists)])[B_TO_A] == "DENY"
 
 
-def test_a_namespaced_policy_selects_only_its_own_namespace(oracle: Oracle) -> None:
+def test_a_namespaced_policy_selects_only_its_own_namespace(any_oracle: Oracle) -> None:
     spec = {"endpointSelector": {}, "ingress": [{}]}
-    got = outcomes(oracle, [cnp(spec, namespace="monitoring")])
+    got = outcomes(any_oracle, [cnp(spec, namespace="monitoring")])
     assert got == {A_TO_B: "allow", B_TO_A: "allow", MON_TO_A: "allow"}
-    assert oracle.run([cnp(spec, namespace="team-a")], PODS, FLOWS).verdict(MON_TO_A).by == (
+    assert any_oracle.run([cnp(spec, namespace="team-a")], PODS, FLOWS).verdict(MON_TO_A).by == (
         "default-deny"
     )
 
 
-def test_a_networkpolicy_is_default_deny_for_its_policy_types(oracle: Oracle) -> None:
+def test_a_networkpolicy_is_default_deny_for_its_policy_types(any_oracle: Oracle) -> None:
     np = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -264,7 +271,7 @@ def test_a_networkpolicy_is_default_deny_for_its_policy_types(oracle: Oracle) ->
             "ingress": [{"from": [{"podSelector": app("b")}]}],
         },
     }
-    result = oracle.run([np], PODS, FLOWS)
+    result = any_oracle.run([np], PODS, FLOWS)
     assert result.verdict(B_TO_A).ingress.rules == ("NetworkPolicy/team-a/np",)
     assert {v.flow: v.outcome for v in result.verdicts} == {
         A_TO_B: "allow",
@@ -296,3 +303,23 @@ def test_a_port_range_covers_its_ends_only(oracle: Oracle) -> None:
         for proto in ("TCP", "UDP")
         for port in ports
     }
+
+
+def test_a_deny_on_a_peer_wins_over_a_port_allowed_to_everyone(any_oracle: Oracle) -> None:
+    """An L4-only allow (everyone on 8080) and an L3-only deny (b on every port): the deny wins.
+    In v1.15's datapath the L4-only entry is looked up before the L3-only one; the agent's map
+    state puts a port-specific deny for b first (denyPreferredInsert)."""
+    allow = {
+        "endpointSelector": app("a"),
+        "ingress": [{"toPorts": [{"ports": [{"port": "8080", "protocol": "TCP"}]}]}],
+    }
+    deny = {"endpointSelector": app("a"), "ingressDeny": [{"fromEndpoints": [app("b")]}]}
+    flows = [B_TO_A, Flow("mon", "a", "TCP", 8080), Flow("mon", "a", "TCP", 8081)]
+    result = any_oracle.run([cnp(allow, "allow"), cnp(deny, "deny")], PODS, flows)
+    assert [v.outcome for v in result.verdicts] == ["DENY", "allow", "deny"]
+    assert result.verdicts[0].ingress.rules == ("CiliumNetworkPolicy/team-a/deny",)
+
+
+def test_the_oracles_are_the_pinned_versions(oracle: Oracle, oracle115: Oracle) -> None:
+    assert oracle.run([], PODS, []).cilium == "v1.20.2"
+    assert oracle115.run([], PODS, []).cilium == "v1.15.19"
