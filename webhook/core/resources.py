@@ -6,12 +6,12 @@ capacity arithmetic is exact and cheap.
 
 from __future__ import annotations
 
+import decimal
 import math
+import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
-
-from kubernetes.utils import parse_quantity
 
 #: Resource name → amount, in base units (cpu: millicores).
 Resources = dict[str, int]
@@ -21,14 +21,55 @@ MAX_EXPONENT = 30
 CPU = "cpu"
 
 
+#: ``resource.Quantity``'s grammar (k8s.io/apimachinery ``pkg/api/resource/quantity.go``): a
+#: signed decimal number, then a binary SI suffix, a decimal SI suffix or a decimal exponent.
+_QUANTITY = re.compile(
+    r"(?P<sign>[+-]?)(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
+    r"(?:(?P<suffix>[KMGTPE]i|[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?"
+)
+#: Suffix → power of 1024 (binary SI) or of 10 (decimal SI), as ``suffix.go`` there lists them.
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+#: Arithmetic that never rounds (the default context keeps 28 digits).
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
+def parse_quantity(quantity: str | int | float) -> Decimal:
+    """A Kubernetes quantity (``"500m"``, ``"1.5Gi"``, ``"2e3"``, ``8``) as its exact value.
+
+    Takes what the apiserver takes from JSON (``Quantity.UnmarshalJSON``: a string or a number,
+    surrounding spaces trimmed); raises ValueError for anything else, as ``ParseQuantity`` does.
+    The apiserver then rounds up to 1n, which ``to_units`` rounding up to whole units subsumes.
+    Unlike ``kubernetes.utils.parse_quantity`` this refuses what the apiserver refuses (``1K``,
+    ``inf``, ``1_000``) and never rounds, however many digits a quantity has.
+    """
+    if isinstance(quantity, bool) or not isinstance(quantity, str | int | float):
+        raise TypeError(f"a quantity is a string or a number, not {type(quantity).__name__}")
+    text = quantity.strip() if isinstance(quantity, str) else repr(quantity)
+    match = _QUANTITY.fullmatch(text)
+    if match is None or not (match["whole"] or match["fraction"]):
+        raise ValueError(f"{text[:40]!r} is not a Kubernetes quantity")
+    fraction = match["fraction"] or ""
+    mantissa = int(match["whole"] + fraction or "0")
+    exponent = int(match["exponent"] or 0) - len(fraction)
+    suffix = match["suffix"]
+    if suffix in _BINARY:
+        mantissa *= 1024 ** _BINARY[suffix]
+    elif suffix:
+        exponent += _DECIMAL[suffix]
+    # From a string, a Decimal is exact: no context precision rounds it.
+    return Decimal(f"{match['sign']}{mantissa}E{exponent}")
+
+
 def to_units(resource: str, quantity: Any) -> int:
-    """Parse a Kubernetes quantity (``"500m"``, ``"1Gi"``, ``8``) into base units, rounding up."""
-    amount: Decimal = parse_quantity(quantity)  # type: ignore[no-untyped-call]
-    if not amount.is_finite() or amount.adjusted() > MAX_EXPONENT:
+    """Parse a Kubernetes quantity (``"500m"``, ``"1Gi"``, ``8``) into base units, rounding up
+    (as ``Quantity.Value`` and ``MilliValue`` do)."""
+    amount = parse_quantity(quantity)
+    if amount.adjusted() > MAX_EXPONENT:
         # "1e999999999" parses, but rounding it would take forever; no node has that much.
-        raise ValueError(f"quantity {quantity!r} is out of range")
+        raise ValueError(f"quantity {str(quantity)[:40]!r} is out of range")
     if resource == CPU:
-        amount *= 1000
+        amount = amount.scaleb(3, _EXACT)
     return math.ceil(amount)
 
 
