@@ -1,11 +1,20 @@
-"""``podium audit``: reading podium's records back from log lines, filters, table and summary."""
+"""``podium audit``: reading records back from log lines, filters, grouping by gang, output."""
 
 from __future__ import annotations
 
+import copy
+import gzip
 import json
-from datetime import datetime
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
 from typer.testing import CliRunner
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
@@ -15,54 +24,376 @@ from webhook.ops.cli import app
 
 runner = CliRunner()
 
+UID_A = "aaaaaaaa-1111-4111-8111-111111111111"
+UID_B = "bbbbbbbb-2222-4222-8222-222222222222"
 
-def test_read_skips_foreign_lines_and_prefixes(now: datetime) -> None:
+
+@pytest.fixture
+def base(now: datetime) -> dict[str, Any]:
+    """A real admission record (a PyTorchJob's master pinned to zone-c)."""
     pj = pytorchjob()
-    rec = record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
-    lines = [
-        "INFO starting",
-        "{broken json",
-        '{"audit": "other"}',
-        "[pod/podium-abc/podium] " + json.dumps(rec),
-        json.dumps(rec),
-    ]
-    assert list(auditview.read(lines)) == [rec, rec]
+    return dict(record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now))
 
 
-def _trail(tmp_path: Path, now: datetime) -> Path:
-    pj, other = pytorchjob(), pytorchjob("other", workers=0)
-    recs = [
-        record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now),
-        record_for(pytorch_pod(pj, "worker", 0).obj(), base_cluster(pj), now),
-        record_for(pytorch_pod(other).obj(), base_cluster(other), now),
-    ]
-    recs[1] = {**recs[1], "zone": "zone-b"}  # a split job, for the summary to flag
-    path = tmp_path / "audit.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+def rec(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """``base`` with fields replaced; ``job_*`` keys change the job (``job_uid`` also sets the
+    gang), ``at`` is the time."""
+    out = copy.deepcopy(base)
+    job = out["job"]
+    for key in [k for k in changes if k.startswith("job_")]:
+        job[key[4:]] = changes.pop(key)
+        if key == "job_uid":
+            job.setdefault("gang", job["uid"])
+            job["gang"] = changes.pop("gang", job["uid"])
+    if "gang" in changes:
+        job["gang"] = changes.pop("gang")
+    if "at" in changes:
+        out["time"] = changes.pop("at").isoformat(timespec="milliseconds")
+    out.update(changes)
+    return out
+
+
+def write(path: Path, records: list[dict[str, Any]], prefix: str = "") -> Path:
+    path.write_text("".join(prefix + json.dumps(r) + "\n" for r in records))
     return path
 
 
-def test_audit_command_table_and_summary(tmp_path: Path, now: datetime) -> None:
-    result = runner.invoke(app, ["audit", str(_trail(tmp_path, now))])
+def invoke(*args: str, stdin: str | None = None, **env: str) -> Any:
+    return runner.invoke(app, ["audit", *args], input=stdin, env=env or None)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def test_read_skips_and_counts_foreign_lines(base: dict[str, Any]) -> None:
+    lines = [
+        '{"time":"2026-11-29T12:00:00Z","level":"info","logger":"podium.server","message":"hi"}',
+        "{broken json",
+        "",
+        "[pod/podium-abc/podium] " + json.dumps(base),
+        "2026-11-29T12:00:00.123456789Z " + json.dumps(base),
+        "[pod/podium-abc/podium] 2026-11-29T12:00:00.123456789Z " + json.dumps(base),
+        json.dumps(base),
+    ]
+    tally = auditview.Tally()
+    assert list(auditview.read(lines, tally)) == [base] * 4
+    assert tally.skipped == 2  # the blank line is not counted
+
+
+def test_inputs_globs_gzip_stdin_merged_by_time(
+    tmp_path: Path, base: dict[str, Any], now: datetime
+) -> None:
+    early, mid, late = (
+        rec(base, pod=p, at=now + timedelta(seconds=s))
+        for p, s in (("early", 0), ("mid", 1), ("late", 2))
+    )
+    write(tmp_path / "a.log", [late, early], prefix="[pod/podium-a/podium] ")
+    with gzip.open(tmp_path / "b.log.gz", "wt") as fh:
+        fh.write("not a record\n" + json.dumps(mid) + "\n")
+    result = invoke(str(tmp_path / "*.log*"), "-o", "json")
     assert result.exit_code == 0, result.output
-    assert "podium admissions (3)" in result.stdout and "per job (2)" in result.stdout
-    assert "SPLIT across zones" in result.stdout
-
-
-def test_audit_command_filters_and_json(tmp_path: Path, now: datetime) -> None:
-    path = _trail(tmp_path, now)
-    result = runner.invoke(
-        app, ["audit", str(path), "--job", "llama", "--zone", "zone-c", "-o", "json"]
+    doc = json.loads(result.stdout)
+    assert [r["pod"] for r in doc["records"]] == ["early", "mid", "late"]
+    assert doc["skippedLines"] == 1
+    assert "1 line(s) skipped" in result.stderr
+    # gzip on stdin too, recognised by its magic bytes
+    piped = runner.invoke(
+        app, ["audit", "-", "-o", "json"], input=gzip.compress(json.dumps(mid).encode())
     )
-    assert result.exit_code == 0
-    rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [(r["job"]["name"], r["zone"]) for r in rows] == [("llama", "zone-c")]
-    result = runner.invoke(
-        app, ["audit", "-o", "json", "--job", "PyTorchJob/other"], input=path.read_text()
-    )
-    assert [json.loads(line)["job"]["name"] for line in result.stdout.splitlines()] == ["other"]
+    assert [r["pod"] for r in json.loads(piped.stdout)["records"]] == ["mid"]
 
 
-def test_audit_command_bad_arguments(tmp_path: Path) -> None:
-    assert runner.invoke(app, ["audit", str(tmp_path / "missing")]).exit_code == 2
-    assert runner.invoke(app, ["audit", "-o", "xml"], input="").exit_code == 2
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.log"], "missing.log: no such file"),
+        (["nothing-*.log"], "nothing-*.log: no file matches"),
+        (["--outcome", "weird"], "'pinned', 'unpinned', 'skipped', 'denied', 'fail-open'"),
+        (["-o", "xml"], "'table', 'wide', 'json', 'yaml'"),
+        (["--since", "yesterday"], "--since: 'yesterday' is neither a duration"),
+        (["--job", "pytorchjob/"], "--job: 'pytorchjob/' is not NAME or KIND/NAME"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_message(
+    tmp_path: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*args, stdin="")
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output
+
+
+# -- filters ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "matches"),
+    [
+        ("llama", True),
+        ("pytorchjob/llama", True),
+        ("PyTorchJob/llama", True),
+        ("pytorchjobs/llama", True),
+        ("pytorchjobs.kubeflow.org/llama", True),
+        ("mpijob/llama", False),
+        ("pytorchjob/other", False),
+        (UID_A, True),
+    ],
+)
+def test_job_query(base: dict[str, Any], query: str, matches: bool) -> None:
+    record = rec(base, job_uid=UID_A)
+    assert auditview.JobQuery.parse(query).matches(record["job"]) is matches
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "other"),
+    [
+        ("namespace", "team-a", "team-b"),
+        ("pod", "llama-master-0", "llama-worker-0"),
+        ("zone", "zone-c", "zone-a"),
+        ("reason", "best-fit", "recorded"),
+        ("user", "system:serviceaccount:kubeflow:training-operator", "alice"),
+    ],
+)
+def test_field_filters(base: dict[str, Any], field: str, value: str, other: str) -> None:
+    record = rec(base, **{field: value})
+    assert auditview.Filter(**{field: value}).matches(record)
+    assert not auditview.Filter(**{field: other}).matches(record)
+
+
+def test_outcome_filter(base: dict[str, Any]) -> None:
+    record = rec(base, outcome="fail-open")
+    assert auditview.Filter(outcome=auditview.Outcome.FAIL_OPEN).matches(record)
+    assert not auditview.Filter(outcome=auditview.Outcome.PINNED).matches(record)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("15m", timedelta(minutes=15)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("1h30m", timedelta(minutes=90)),
+        ("500ms", timedelta(milliseconds=500)),
+    ],
+)
+def test_durations_count_back_from_now(now: datetime, text: str, expected: timedelta) -> None:
+    assert auditview.parse_moment(text, now=now) == now - expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-29T11:00:00Z", datetime(2026, 11, 29, 11, tzinfo=UTC)),
+        ("2026-11-29T12:30:00+01:00", datetime(2026, 11, 29, 11, 30, tzinfo=UTC)),
+        ("2026-11-29 11:00:00.5Z", datetime(2026, 11, 29, 11, 0, 0, 500000, tzinfo=UTC)),
+    ],
+)
+def test_timestamps(now: datetime, text: str, expected: datetime) -> None:
+    assert auditview.parse_moment(text, now=now) == expected
+
+
+def test_a_timestamp_without_zone_is_local_time(now: datetime) -> None:
+    parsed = auditview.parse_moment("2026-11-29", now=now)
+    assert parsed.tzinfo is not None
+    assert parsed.replace(tzinfo=None) == datetime(2026, 11, 29)
+
+
+def test_since_and_until(tmp_path: Path, base: dict[str, Any], now: datetime) -> None:
+    records = [rec(base, pod=f"p{h}", at=now + timedelta(hours=h)) for h in range(4)]
+    path = write(tmp_path / "audit.jsonl", records)
+    since = (now + timedelta(hours=1)).isoformat()
+    until = (now + timedelta(hours=2)).isoformat()
+    result = invoke(str(path), "--since", since, "--until", until, "-o", "json")
+    assert [r["pod"] for r in json.loads(result.stdout)["records"]] == ["p1", "p2"]
+    # records from 2026 are long before "the last hour" of the real clock
+    assert json.loads(invoke(str(path), "--since", "1h", "-o", "json").stdout)["records"] == []
+
+
+# -- grouping by gang ---------------------------------------------------------------------------
+
+
+def test_two_lws_groups_in_two_zones_are_two_healthy_gangs(base: dict[str, Any]) -> None:
+    lws = {"job_kind": "LeaderWorkerSet", "job_name": "serve", "job_uid": UID_A}
+    records = [
+        rec(base, **lws, gang=f"{UID_A}-g0", zone="zone-a"),
+        rec(base, **lws, gang=f"{UID_A}-g0", zone="zone-a"),
+        rec(base, **lws, gang=f"{UID_A}-g1", zone="zone-b"),
+    ]
+    summary = auditview.summarize(records)
+    assert [(g.job, g.gang, g.verdict) for g in summary.gangs] == [
+        ("LeaderWorkerSet/serve", f"{UID_A}-g0", "ok"),
+        ("LeaderWorkerSet/serve", f"{UID_A}-g1", "ok"),
+    ]
+    assert summary.split == []
+
+
+def test_a_resubmitted_job_is_a_new_gang(base: dict[str, Any], now: datetime) -> None:
+    records = [
+        rec(base, job_uid=UID_A, zone="zone-a", at=now),
+        rec(base, job_uid=UID_B, zone="zone-b", at=now + timedelta(hours=3)),
+    ]
+    gangs = auditview.summarize(records).gangs
+    assert [(g.name, g.uid, dict(g.zones), g.verdict) for g in gangs] == [
+        ("llama", UID_A, {"zone-a": 1}, "ok"),
+        ("llama", UID_B, {"zone-b": 1}, "ok"),
+    ]
+
+
+def test_split_dry_runs_and_reconciler_records(base: dict[str, Any]) -> None:
+    records = [
+        rec(base, zone="zone-a"),
+        rec(base, zone="zone-b", dryRun=True),  # created nothing: not a zone taken
+        rec(base, zone=None, outcome="reconcile", action="create", result="created"),
+    ]
+    (gang,) = auditview.summarize(records).gangs
+    assert (gang.admissions, gang.dry_runs, gang.reconciled, gang.verdict) == (1, 1, 1, "ok")
+    (gang,) = auditview.summarize([*records, rec(base, zone="zone-b")]).gangs
+    assert gang.verdict == "split"
+    assert gang.as_dict()["zones"] == {"zone-a": 1, "zone-b": 1}
+
+
+def test_not_every_pod_pinned_is_a_check(base: dict[str, Any]) -> None:
+    (gang,) = auditview.summarize([rec(base), rec(base, outcome="fail-open", zone=None)]).gangs
+    assert gang.verdict == "check"
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def trail(tmp_path: Path, base: dict[str, Any], now: datetime) -> Path:
+    """llama split over two zones (one warning), other fine."""
+    records = [
+        rec(base, pod="llama-master-0", zone="zone-c", at=now),
+        rec(
+            base,
+            pod="llama-worker-0",
+            zone="zone-b",
+            coordinator=False,
+            role="worker",
+            warnings=["hmm"],
+            at=now + timedelta(seconds=1),
+        ),
+        rec(
+            base,
+            pod="other-master-0",
+            job_name="other",
+            job_uid=UID_B,
+            zone="zone-a",
+            at=now + timedelta(seconds=2),
+        ),
+    ]
+    return write(tmp_path / "audit.jsonl", records)
+
+
+def test_split_job_exits_1_and_says_so(trail: Path) -> None:
+    result = invoke(str(trail), "--utc")
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    assert "SPLIT across zones" in out
+    assert "2026-11-29 12:00:00 UTC" in out
+    assert "* coordinator" in out and "! answered with warnings" in out
+    assert "~ dry run" not in out  # only the markers that appear are explained
+    # a filter that leaves the split job out: exit 0
+    assert invoke(str(trail), "--job", "pytorchjob/other").exit_code == 0
+
+
+def test_plain_text_when_piped_and_a_table_on_a_terminal(trail: Path) -> None:
+    piped = invoke(str(trail), "--utc").stdout
+    assert not set("─│┃━") & set(piped)
+    assert piped.splitlines()[0].split() == [c.upper() for c in auditview.COLUMNS]
+    assert all(line == line.rstrip() for line in piped.splitlines())
+    terminal = invoke(str(trail), "--utc", TTY_COMPATIBLE="1", COLUMNS="100").stdout
+    assert "podium admissions (3)" in terminal and "─" in terminal
+    visible = re.sub(r"\x1b\[[0-9;]*m", "", terminal)
+    assert max(len(line) for line in visible.splitlines()) <= 100
+
+
+def test_local_time_by_default(trail: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert "2026-11-29 21:00:00 JST" in invoke(str(trail)).stdout
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_wide_shows_gang_user_and_warnings(trail: Path) -> None:
+    out = invoke(str(trail), "-o", "wide", "--utc").stdout
+    assert "GANG" in out.splitlines()[0] and "warning: hmm" in out
+    assert "2026-11-29 12:00:01.000 UTC" in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_json_and_yaml_carry_the_summary(trail: Path, fmt: str) -> None:
+    result = invoke(str(trail), "-o", fmt)
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout) if fmt == "json" else yaml.safe_load(result.stdout)
+    assert len(doc["records"]) == 3 and doc["split"] == 1
+    assert [(j["job"]["name"], j["verdict"]) for j in doc["jobs"]] == [
+        ("llama", "split"),
+        ("other", "ok"),
+    ]
+
+
+def test_empty_results_say_so_in_one_line(trail: Path) -> None:
+    result = invoke(str(trail), "-n", "nowhere")
+    assert (result.exit_code, result.stdout) == (0, "No audit records match.\n")
+    result = invoke(stdin="just a log line\n")
+    assert result.stdout == "No podium audit records found.\n"
+    assert "1 line(s) skipped" in result.stderr
+
+
+def test_follow_stdin_prints_as_records_come(trail: Path) -> None:
+    result = invoke("-f", "--utc", stdin=trail.read_text())
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:2] == ["TIME", "NAMESPACE"]
+    assert "llama-master-0" in lines[1] and "SPLIT across zones" in result.stdout
+    assert result.exit_code == 1
+    as_json = invoke("-f", "-o", "json", stdin=trail.read_text()).stdout.splitlines()
+    assert [json.loads(line)["pod"] for line in as_json] == [
+        "llama-master-0",
+        "llama-worker-0",
+        "other-master-0",
+    ]
+
+
+def test_follow_lines_tails_appends_truncation_and_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_text("one\npart")
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def writer() -> None:
+        def wait_for(n: int) -> None:
+            deadline = time.monotonic() + 5
+            while len(seen) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+        wait_for(1)
+        with path.open("a") as fh:
+            fh.write("ial\n")
+        wait_for(2)
+        (tmp_path / "rotated").write_text("")
+        path.rename(tmp_path / "audit.jsonl.1")
+        path.write_text("three\n")
+        wait_for(3)
+        stop.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    lines: Iterator[str] = auditview.follow_lines([str(path)], stop=stop.is_set, interval=0.01)
+    for line in lines:
+        seen.append(line)
+    thread.join()
+    assert seen == ["one", "partial", "three"]
+
+
+def test_follow_refuses_stdin_with_files_and_gzip(tmp_path: Path) -> None:
+    gz = tmp_path / "a.gz"
+    gz.write_bytes(gzip.compress(b"x\n"))
+    assert "cannot follow a compressed file" in invoke("-f", str(gz)).stderr
+    assert "either stdin or files" in invoke("-f", "-", str(gz), stdin="").stderr

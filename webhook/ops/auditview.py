@@ -1,115 +1,610 @@
 """``podium audit``: podium's audit records read back from log lines, filtered, and shown as a
-table and a per-job summary."""
+table of admissions and a per-gang summary that flags gangs split across zones.
+
+Reading: files, globs, ``-`` for stdin and gzip (by its magic bytes, so a ``.gz`` on stdin works
+too); lines as ``kubectl logs`` prints them with ``--prefix`` and/or ``--timestamps`` (the record
+starts at the first ``{``); other lines are counted, not shown. Records of several inputs are
+merged by time. ``follow_lines`` tails files (surviving truncation and rotation by rename).
+
+Grouping is by *gang* — the job's UID, plus the group for group-wise jobs (a LeaderWorkerSet's
+groups are separate gangs and may sit in separate zones) — never by ``Kind/name``: a job deleted
+and resubmitted under the same name is a new gang, and two healthy LWS groups in two zones are
+two gangs in one zone each.
+
+Everything but the I/O at the top is pure: records in, values out; ``cli`` prints.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+import collections
+import contextlib
+import dataclasses
+import enum
+import glob
+import gzip
+import io
+import os
+import re
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
 
 import orjson
 from rich.table import Table
 
+from webhook.ops import output
 from webhook.serve.audit import MARKER, AuditRecord
 
 
-def read(lines: Iterable[str]) -> Iterator[AuditRecord]:
-    """podium's audit records among arbitrary log lines (other lines and broken JSON are skipped).
+class Outcome(enum.StrEnum):
+    """What an audit record says happened (``--outcome``)."""
 
-    Lines may carry a prefix such as ``kubectl logs --prefix`` adds; the record starts at the
-    first ``{``.
-    """
+    PINNED = "pinned"
+    UNPINNED = "unpinned"
+    SKIPPED = "skipped"
+    DENIED = "denied"
+    FAIL_OPEN = "fail-open"
+    RECONCILE = "reconcile"
+
+
+class Format(enum.StrEnum):
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+
+class InputError(ValueError):
+    """An input that cannot be read; the message is one line and names the input."""
+
+
+STDIN = "-"
+
+#: The markers of the table, and what they mean (``legend`` lists those that appear).
+MARKERS = {
+    "*": "coordinator (the pod its gang's zone follows)",
+    "!": "answered with warnings (-o wide lists them)",
+    "~": "dry run (nothing was created)",
+}
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Tally:
+    """Non-blank lines that were not podium audit records (other log lines, broken JSON)."""
+
+    skipped: int = 0
+
+
+def parse(line: str) -> AuditRecord | None:
+    """The audit record on one log line, or None. A prefix such as ``kubectl logs --prefix`` or
+    ``--timestamps`` adds is allowed: the record starts at the first ``{``."""
+    start = line.find("{")
+    if start < 0:
+        return None
+    try:
+        doc = orjson.loads(line[start:])
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(doc, dict) and doc.get("audit") == MARKER:
+        return doc  # type: ignore[return-value]
+    return None
+
+
+def read(lines: Iterable[str], tally: Tally | None = None) -> Iterator[AuditRecord]:
+    """podium's audit records among arbitrary log lines; the others are counted in ``tally``."""
     for line in lines:
-        start = line.find("{")
-        if start < 0:
-            continue
+        record = parse(line)
+        if record is not None:
+            yield record
+        elif tally is not None and line.strip():
+            tally.skipped += 1
+
+
+def expand(specs: Sequence[str]) -> list[str]:
+    """The inputs named on the command line: files, ``-`` (stdin) and globs (for a pattern the
+    shell did not expand, e.g. quoted), in order; a name matching nothing is an error."""
+    found: list[str] = []
+    for spec in specs:
+        if spec == STDIN or Path(spec).exists():
+            found.append(spec)
+        elif any(c in spec for c in "*?["):
+            matches = sorted(glob.glob(spec))
+            if not matches:
+                raise InputError(f"{spec}: no file matches")
+            found.extend(matches)
+        else:
+            raise InputError(f"{spec}: no such file")
+    return found
+
+
+@contextlib.contextmanager
+def open_text(spec: str) -> Iterator[IO[str]]:
+    """An input as text lines; gzip is recognised by its magic bytes, whatever the name.
+    Closes what it opened (never stdin)."""
+    with contextlib.ExitStack() as opened:
         try:
-            doc = orjson.loads(line[start:])
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(doc, dict) and doc.get("audit") == MARKER:
-            yield doc  # type: ignore[misc]
+            raw: Any = (
+                sys.stdin.buffer if spec == STDIN else opened.enter_context(Path(spec).open("rb"))
+            )
+        except OSError as err:
+            raise InputError(f"cannot read {spec}: {err.strerror or err}") from err
+        if not hasattr(raw, "peek"):
+            raw = io.BufferedReader(raw)
+        if raw.peek(2)[:2] == b"\x1f\x8b":
+            raw = opened.enter_context(gzip.GzipFile(fileobj=raw))
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+        try:
+            yield text
+        finally:
+            text.detach()
 
 
-def _job_name(record: Mapping[str, Any]) -> str:
-    job = record.get("job") or {}
-    return f"{job.get('kind', '')}/{job.get('name', '')}" if job else ""
+def time_of(record: Mapping[str, Any]) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(record.get("time") or ""))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def matches(
-    record: Mapping[str, Any],
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def load(specs: Sequence[str], tally: Tally | None = None) -> list[AuditRecord]:
+    """Every record of every input, merged by time (records without a time first)."""
+    records: list[AuditRecord] = []
+    for spec in specs:
+        try:
+            with open_text(spec) as text:
+                records.extend(read(text, tally))
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputError(f"cannot read {spec}: {err}") from err
+    records.sort(key=lambda r: time_of(r) or _EPOCH)
+    return records
+
+
+class _Tail:
+    """One file being followed: new complete lines since the last look."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.handle = Path(path).open("rb")  # noqa: SIM115
+        self.inode = os.fstat(self.handle.fileno()).st_ino
+        self.partial = b""
+
+    def lines(self) -> list[str]:
+        data = self.partial + self.handle.read()
+        *complete, self.partial = data.split(b"\n")
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:  # rotated away; the new one has not appeared yet
+            now = None
+        if now is not None and (now.st_ino != self.inode or now.st_size < self.handle.tell()):
+            # Rotated (a new file under the name) or truncated: start over from its beginning.
+            self.handle.close()
+            self.handle = Path(self.path).open("rb")  # noqa: SIM115
+            self.inode = os.fstat(self.handle.fileno()).st_ino
+            self.partial = b""
+        return [line.decode("utf-8", errors="replace") for line in complete]
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def follow_lines(
+    specs: Sequence[str],
     *,
-    namespace: str | None = None,
-    job: str | None = None,
-    zone: str | None = None,
-    outcome: str | None = None,
-    reason: str | None = None,
-) -> bool:
-    """Filters for ``podium audit``; ``job`` matches the name or ``Kind/name``."""
-    if namespace and record.get("namespace") != namespace:
-        return False
-    if job:
-        name = _job_name(record)
-        if job not in (name, name.split("/", 1)[-1]):
+    stop: Callable[[], bool] = lambda: False,
+    interval: float = 0.5,
+) -> Iterator[str]:
+    """Lines of stdin as they come (until it closes), or of files: what they hold, then what is
+    appended, looking every ``interval`` seconds until ``stop()``."""
+    if list(specs) == [STDIN]:
+        with open_text(STDIN) as text:
+            yield from text
+        return
+    if STDIN in specs:
+        raise InputError("--follow reads either stdin or files, not both")
+    for spec in specs:
+        with Path(spec).open("rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                raise InputError(f"{spec}: cannot follow a compressed file")
+    tails = [_Tail(spec) for spec in specs]
+    try:
+        while True:
+            quiet = True
+            for tail in tails:
+                for line in tail.lines():
+                    quiet = False
+                    yield line
+            if stop():
+                return
+            if quiet:
+                time.sleep(interval)
+    finally:
+        for tail in tails:
+            tail.close()
+
+
+# -- filters ----------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
+
+
+def parse_moment(text: str, *, now: datetime) -> datetime:
+    """``--since``/``--until``: a duration back from ``now`` (``90s``, ``15m``, ``2h``, ``1d``,
+    ``1h30m``, as ``kubectl logs --since``) or a timestamp (ISO 8601; without a zone it is local
+    time; a date alone is its midnight)."""
+    value = text.strip()
+    if value and _DURATION.sub("", value) == "":
+        total = sum((float(n) * _UNITS[unit] for n, unit in _DURATION.findall(value)), timedelta(0))
+        return now - total
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a duration (90s, 15m, 2h, 1d, 1h30m) nor a timestamp "
+            "(2026-11-29, 2026-11-29T12:00:00Z)"
+        ) from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobQuery:
+    """``--job``: ``NAME``, or ``KIND/NAME`` as kubectl takes it — the kind in any case, singular
+    or plural, with or without its group (``pytorchjob/ft``, ``PyTorchJobs.kubeflow.org/ft``). A
+    bare value also matches a job UID or gang key."""
+
+    kind: str | None
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> JobQuery:
+        if "/" not in text:
+            if not text:
+                raise ValueError("name a job: NAME or KIND/NAME")
+            return cls(None, text)
+        kind, name = text.split("/", 1)
+        if not kind or not name or "/" in name:
+            raise ValueError(f"{text!r} is not NAME or KIND/NAME (e.g. pytorchjob/llama-ft)")
+        return cls(kind.split(".", 1)[0].lower(), name)
+
+    def matches(self, job: Mapping[str, Any] | None) -> bool:
+        if not job:
             return False
-    if zone and record.get("zone") != zone:
-        return False
-    if outcome and record.get("outcome") != outcome:
-        return False
-    return not (reason and record.get("reason") != reason)
+        name = str(job.get("name") or "")
+        if self.kind is None:
+            return self.name in (name, job.get("uid"), job.get("gang"))
+        kind = str(job.get("kind") or "").lower()
+        return self.name == name and self.kind in (kind, kind + "s", kind + "es")
 
 
-def table(records: Sequence[Mapping[str, Any]]) -> Table:
-    out = Table(title=f"podium admissions ({len(records)})", expand=False)
-    for column in ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason", "ms"):
-        out.add_column(column, overflow="fold")
-    for r in records:
-        role = str(r.get("role") or "")
-        if r.get("coordinator"):
-            role += " *"
-        out.add_row(
-            str(r.get("time", ""))[11:23],
-            str(r.get("namespace", "")),
-            str(r.get("pod", "")),
-            _job_name(r),
-            role,
-            str(r.get("outcome", "")) + (" (dry run)" if r.get("dryRun") else ""),
-            str(r.get("zone") or "-"),
-            str(r.get("reason", "")),
-            f"{float(r.get('latencyMs') or 0):.1f}",
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Filter:
+    """Every filter of ``podium audit``; a record must pass all that are set."""
+
+    namespace: str | None = None
+    job: JobQuery | None = None
+    pod: str | None = None
+    zone: str | None = None
+    outcome: Outcome | None = None
+    reason: str | None = None
+    user: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def matches(self, record: Mapping[str, Any]) -> bool:
+        checks = (
+            (self.namespace, record.get("namespace")),
+            (self.pod, record.get("pod")),
+            (self.zone, record.get("zone")),
+            (self.outcome, record.get("outcome")),
+            (self.reason, record.get("reason")),
+            (self.user, record.get("user")),
         )
+        if any(wanted is not None and wanted != value for wanted, value in checks):
+            return False
+        if self.job is not None and not self.job.matches(record.get("job")):
+            return False
+        if self.since is not None or self.until is not None:
+            moment = time_of(record)
+            if moment is None:
+                return False
+            if self.since is not None and moment < self.since:
+                return False
+            if self.until is not None and moment > self.until:
+                return False
+        return True
+
+
+def matches(record: Mapping[str, Any], **filters: Any) -> bool:
+    """``Filter(**filters).matches(record)``; ``job`` may be given as text."""
+    if isinstance(filters.get("job"), str):
+        filters["job"] = JobQuery.parse(filters["job"])
+    return Filter(**filters).matches(record)
+
+
+# -- per gang ---------------------------------------------------------------------------------
+
+#: Verdicts of a gang, worst first.
+SPLIT, CHECK, OK = "split", "check", "ok"
+
+
+@dataclasses.dataclass
+class GangSummary:
+    """What the records say about one gang: how many admissions went to which zones."""
+
+    namespace: str
+    gang: str
+    kind: str
+    name: str
+    uid: str
+    admissions: int = 0
+    dry_runs: int = 0
+    reconciled: int = 0
+    warnings: int = 0
+    zones: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    first: datetime | None = None
+    last: datetime | None = None
+
+    @property
+    def job(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def verdict(self) -> str:
+        """``split``: its pods were pinned to more than one zone; ``check``: not every admission
+        pinned (unpinned, failed open); ``ok``."""
+        if len(self.zones) > 1:
+            return SPLIT
+        if set(self.outcomes) - {Outcome.PINNED}:
+            return CHECK
+        return OK
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        moment = time_of(record)
+        if moment is not None:
+            self.first = min(self.first or moment, moment)
+            self.last = max(self.last or moment, moment)
+        if record.get("outcome") == Outcome.RECONCILE:
+            self.reconciled += 1
+            return
+        if record.get("dryRun"):
+            self.dry_runs += 1  # nothing was created: no zone taken
+            return
+        self.admissions += 1
+        self.outcomes[str(record.get("outcome") or "")] += 1
+        self.warnings += len(record.get("warnings") or [])
+        if record.get("zone"):
+            self.zones[str(record["zone"])] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "gang": self.gang,
+            "job": {"kind": self.kind, "name": self.name, "uid": self.uid},
+            "admissions": self.admissions,
+            "dryRuns": self.dry_runs,
+            "reconciled": self.reconciled,
+            "zones": dict(sorted(self.zones.items())),
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "warnings": self.warnings,
+            "first": self.first.isoformat() if self.first else None,
+            "last": self.last.isoformat() if self.last else None,
+            "verdict": self.verdict,
+        }
+
+
+class Summary:
+    """Records grouped by gang, as they come (so ``--follow`` can keep one)."""
+
+    def __init__(self) -> None:
+        self._gangs: dict[tuple[str, str], GangSummary] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        job = record.get("job") or {}
+        key = str(job.get("gang") or job.get("uid") or "")
+        if not key:
+            return
+        namespace = str(record.get("namespace") or "")
+        entry = self._gangs.get((namespace, key))
+        if entry is None:
+            entry = self._gangs[(namespace, key)] = GangSummary(
+                namespace=namespace,
+                gang=key,
+                kind=str(job.get("kind") or ""),
+                name=str(job.get("name") or ""),
+                uid=str(job.get("uid") or ""),
+            )
+        entry.add(record)
+
+    @property
+    def gangs(self) -> list[GangSummary]:
+        return sorted(
+            self._gangs.values(),
+            key=lambda g: (g.namespace, g.job, g.first or _EPOCH, g.gang),
+        )
+
+    @property
+    def split(self) -> list[GangSummary]:
+        return [g for g in self.gangs if g.verdict == SPLIT]
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> Summary:
+    out = Summary()
+    for record in records:
+        out.add(record)
     return out
 
 
-def summary(records: Sequence[Mapping[str, Any]]) -> Table:
-    """Per job: pods admitted, the zones they were pinned to (more than one is a red flag)."""
-    jobs: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in records:
-        if not r.get("job"):
-            continue
-        key = (str(r.get("namespace", "")), _job_name(r))
-        entry = jobs.setdefault(key, {"pods": 0, "zones": set(), "outcomes": set(), "warnings": 0})
-        entry["pods"] += 1
-        if r.get("zone"):
-            entry["zones"].add(r["zone"])
-        entry["outcomes"].add(str(r.get("outcome", "")))
-        entry["warnings"] += len(r.get("warnings") or [])
-    out = Table(title=f"per job ({len(jobs)})")
-    for column in ("namespace", "job", "pods", "zones", "outcomes", "warnings", "verdict"):
-        out.add_column(column)
-    for (ns, name), e in sorted(jobs.items()):
-        zones = sorted(e["zones"])
-        verdict = "ok"
-        if len(zones) > 1:
-            verdict = "SPLIT across zones"
-        elif e["outcomes"] - {"pinned"}:
-            verdict = "check: not every pod pinned"
+def document(records: Sequence[AuditRecord], summary: Summary, *, skipped: int) -> dict[str, Any]:
+    """``-o json``/``-o yaml``: the records, the per-gang summary and what was skipped."""
+    return {
+        "records": list(records),
+        "jobs": [g.as_dict() for g in summary.gangs],
+        "split": len(summary.split),
+        "skippedLines": skipped,
+    }
+
+
+# -- presentation -----------------------------------------------------------------------------
+
+
+def format_time(moment: datetime | None, *, utc: bool = True, precise: bool = False) -> str:
+    """``2026-11-29 13:00:00 CET`` (local) or ``… UTC``; milliseconds when ``precise``."""
+    if moment is None:
+        return "-"
+    shown = moment.astimezone(UTC if utc else None)
+    text = shown.strftime("%Y-%m-%d %H:%M:%S")
+    if precise:
+        text += f".{shown.microsecond // 1000:03d}"
+    return f"{text} {shown.tzname() or shown.strftime('%z')}"
+
+
+def short_gang(gang: str, uid: str) -> str:
+    """The gang key with its UID cut to 8 characters (``1f2d3819``, ``1f2d3819-g1``)."""
+    if uid and gang.startswith(uid):
+        return uid[:8] + gang[len(uid) :]
+    return gang[:8]
+
+
+def _job_cell(record: Mapping[str, Any]) -> str:
+    job = record.get("job") or {}
+    return f"{job.get('kind', '')}/{job.get('name', '')}" if job else "-"
+
+
+COLUMNS = ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason")
+WIDE_COLUMNS = (*COLUMNS, "gang", "user", "ms", "detail")
+
+
+def row(record: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> list[str]:
+    """One record as the table's cells (``COLUMNS``, or ``WIDE_COLUMNS`` when ``wide``)."""
+    role = str(record.get("role") or "")
+    if record.get("coordinator"):
+        role += " *"
+    outcome = str(record.get("outcome") or "")
+    if record.get("warnings"):
+        outcome += " !"
+    if record.get("dryRun"):
+        outcome += " ~"
+    reason = str(record.get("reason") or "")
+    if record.get("action"):
+        reason += f" ({record['action']}: {record.get('result', '')})"
+    cells = [
+        format_time(time_of(record), utc=utc, precise=wide),
+        str(record.get("namespace") or ""),
+        str(record.get("pod") or "-"),
+        _job_cell(record),
+        role or "-",
+        outcome,
+        str(record.get("zone") or "-"),
+        reason,
+    ]
+    if wide:
+        job = record.get("job") or {}
+        detail = [str(record.get("detail") or "")] + [
+            f"warning: {w}" for w in record.get("warnings") or []
+        ]
+        cells += [
+            short_gang(str(job.get("gang") or ""), str(job.get("uid") or "")) if job else "-",
+            str(record.get("user") or "-"),
+            f"{float(record.get('latencyMs') or 0):.1f}",
+            "\n".join(d for d in detail if d),
+        ]
+    return cells
+
+
+def table(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    wide: bool = False,
+    utc: bool = True,
+    plain: bool = False,
+) -> Table:
+    out = output.table(f"podium admissions ({len(records)})", plain=plain)
+    for column in WIDE_COLUMNS if wide else COLUMNS:
+        # Short values never wrap; names fold when the terminal is narrow.
+        short = column in ("time", "role", "outcome", "zone", "ms")
+        out.add_column(column.upper() if plain else column, overflow="fold", no_wrap=short)
+    for record in records:
+        out.add_row(*row(record, wide=wide, utc=utc))
+    return out
+
+
+def summary(
+    records: Iterable[Mapping[str, Any]] | Summary,
+    *,
+    wide: bool = False,
+    plain: bool = False,
+) -> Table:
+    """Per gang: admissions, the zones they were pinned to (more than one: SPLIT), outcomes."""
+    grouped = records if isinstance(records, Summary) else summarize(records)
+    gangs = grouped.gangs
+    out = output.table(f"per job ({len(gangs)})", plain=plain)
+    columns = ["namespace", "job", "gang", "admissions", "zones", "outcomes", "verdict"]
+    for column in columns:
+        out.add_column(column.upper() if plain else column, overflow="fold")
+    for g in gangs:
+        zones = ", ".join(f"{z} ({n})" for z, n in sorted(g.zones.items())) or "-"
+        outcomes = ", ".join(f"{o} ({n})" for o, n in sorted(g.outcomes.items()))
+        extra = [f"{g.reconciled} reconciled"] if g.reconciled else []
+        extra += [f"{g.dry_runs} dry run"] if g.dry_runs else []
+        verdict = {
+            SPLIT: "SPLIT across zones" if plain else "[red]SPLIT across zones[/]",
+            CHECK: "check: not every pod pinned",
+            OK: "ok",
+        }[g.verdict]
         out.add_row(
-            ns,
-            name,
-            str(e["pods"]),
-            ", ".join(zones) or "-",
-            ", ".join(sorted(e["outcomes"])),
-            str(e["warnings"]),
+            g.namespace,
+            g.job,
+            g.gang if wide else short_gang(g.gang, g.uid),
+            str(g.admissions),
+            zones,
+            ", ".join([outcomes, *extra] if outcomes else extra) or "-",
             verdict,
         )
     return out
+
+
+def legend(records: Iterable[Mapping[str, Any]]) -> str | None:
+    """What the markers that appear in the table mean; None when none appears."""
+    used: set[str] = set()
+    for record in records:
+        used |= {"*"} if record.get("coordinator") else set()
+        used |= {"!"} if record.get("warnings") else set()
+        used |= {"~"} if record.get("dryRun") else set()
+    return "   ".join(f"{m} {text}" for m, text in MARKERS.items() if m in used) or None
+
+
+def stream_header(*, wide: bool = False) -> str:
+    return "  ".join(c.upper().ljust(w) for c, w in zip(_columns(wide), _WIDTHS, strict=False))
+
+
+def stream_line(record: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> str:
+    """One record on one line, in the table's columns, for ``--follow``."""
+    cells = [c.replace("\n", "; ") for c in row(record, wide=wide, utc=utc)]
+    return "  ".join(c.ljust(w) for c, w in zip(cells, _WIDTHS, strict=False)).rstrip()
+
+
+def _columns(wide: bool) -> tuple[str, ...]:
+    return WIDE_COLUMNS if wide else COLUMNS
+
+
+#: Column widths of ``--follow``'s lines (wider cells push the rest of their line right).
+_WIDTHS = (23, 16, 28, 28, 10, 12, 10, 24, 11, 16, 7, 0)

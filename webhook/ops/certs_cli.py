@@ -23,6 +23,8 @@ app = typer.Typer(
     name="certs",
     help="Issue, rotate, inspect and hand out the webhook's serving certificates.",
     no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 _out = Console(highlight=False, soft_wrap=True)

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import orjson
 import typer
+import yaml
 from rich.console import Console
 
 from webhook.core.settings import Settings, SettingsError
-from webhook.ops import auditview, certs_cli, offline
+from webhook.ops import auditview, certs_cli, offline, output
+from webhook.serve.audit import AuditRecord
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="podium",
@@ -22,6 +28,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help and errors, as kubectl prints them: flags shown as flags, one "Error: …" line.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 ConfigOption = Annotated[
@@ -70,42 +79,188 @@ def review(
 @app.command("audit")
 def audit_command(
     files: Annotated[
-        list[Path] | None, typer.Argument(help="JSON-lines files; stdin when none.")
+        list[str] | None,
+        typer.Argument(
+            metavar="FILE",
+            help="Log files of podium (JSON lines; globs and .gz too); - or none: stdin.",
+            show_default=False,
+        ),
     ] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
-    job: Annotated[str | None, typer.Option("--job", help="Job name or Kind/name.")] = None,
-    zone: Annotated[str | None, typer.Option("--zone")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", metavar="NS", help="Only this namespace.")
+    ] = None,
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job",
+            metavar="KIND/NAME",
+            help="Only this job: NAME, KIND/NAME (kind in any case, e.g. pytorchjob/ft) or UID.",
+        ),
+    ] = None,
+    pod: Annotated[str | None, typer.Option("--pod", metavar="NAME", help="Only this pod.")] = None,
+    zone: Annotated[
+        str | None, typer.Option("--zone", metavar="ZONE", help="Only this zone.")
+    ] = None,
     outcome: Annotated[
-        str | None, typer.Option("--outcome", help="pinned, unpinned, skipped, fail-open.")
+        auditview.Outcome | None, typer.Option("--outcome", help="Only this outcome.")
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    reason: Annotated[
+        str | None, typer.Option("--reason", metavar="REASON", help="Only this reason.")
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", metavar="NAME", help="Only requests by this user (or service account)."
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only records at or after WHEN: a duration back from now (90s, 15m, 2h, 1d) "
+            "or a timestamp (2026-11-29T12:00:00Z; local time without a zone).",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until", metavar="WHEN", help="Only records at or before WHEN (as --since)."
+        ),
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Keep reading: print records as they are appended (Ctrl-C ends)."
+        ),
+    ] = False,
+    output_format: Annotated[
+        auditview.Format, typer.Option("--output", "-o", help="Output format.")
+    ] = auditview.Format.TABLE,
+    utc: Annotated[bool, typer.Option("--utc", help="Times in UTC (default: local time).")] = False,
 ) -> None:
-    """Review the audit trail: read podium's JSON lines (e.g. from kubectl logs) and filter them."""
-    if output not in ("table", "json"):
-        raise _fail(f"--output must be table or json, not {output!r}")
-    lines: list[str] = []
+    """Review the audit trail: podium's records from its logs, filtered, with a per-job summary.
+
+    Reads files or stdin, e.g. `kubectl -n podium-system logs -l app.kubernetes.io/name=podium
+    --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the group for
+    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise, 2 when it cannot
+    read its input.
+    """
+    now = datetime.datetime.now(datetime.UTC)
+    query = auditview.Filter(
+        namespace=namespace,
+        job=_parsed("--job", job, auditview.JobQuery.parse),
+        pod=pod,
+        zone=zone,
+        outcome=outcome,
+        reason=reason,
+        user=user,
+        since=_parsed("--since", since, lambda text: auditview.parse_moment(text, now=now)),
+        until=_parsed("--until", until, lambda text: auditview.parse_moment(text, now=now)),
+    )
+    tally = auditview.Tally()
     try:
-        for path in files or []:
-            lines.extend(path.read_text().splitlines())
-    except (OSError, UnicodeDecodeError) as err:
-        raise _fail(f"cannot read audit file: {err}") from err
-    if not files:
-        lines = sys.stdin.read().splitlines()
-    records = [
-        r
-        for r in auditview.read(lines)
-        if auditview.matches(
-            r, namespace=namespace, job=job, zone=zone, outcome=outcome, reason=reason
-        )
-    ]
-    if output == "json":
-        for r in records:
-            sys.stdout.write(orjson.dumps(r).decode() + "\n")
-        return
-    console = Console(width=max(Console().width, 140))
-    console.print(auditview.table(records))
-    console.print(auditview.summary(records))
+        specs = auditview.expand(files or [auditview.STDIN])
+        if follow:
+            found = _follow_audit(specs, query, tally, output_format, utc=utc)
+        else:
+            records = [r for r in auditview.load(specs, tally) if query.matches(r)]
+            found = _show_audit(
+                records, tally, output_format, utc=utc, filtered=query != auditview.Filter()
+            )
+    except auditview.InputError as err:
+        raise output.fail(str(err)) from err
+    if tally.skipped:
+        output.note(f"({tally.skipped} line(s) skipped: not podium audit records)")
+    if found.split:
+        raise typer.Exit(output.FINDINGS)
+
+
+def _show_audit(
+    records: list[AuditRecord],
+    tally: auditview.Tally,
+    output_format: auditview.Format,
+    *,
+    utc: bool,
+    filtered: bool,
+) -> auditview.Summary:
+    grouped = auditview.summarize(records)
+    if output_format in (auditview.Format.JSON, auditview.Format.YAML):
+        doc = auditview.document(records, grouped, skipped=tally.skipped)
+        sys.stdout.write(_dump(doc, output_format))
+        return grouped
+    if not records:
+        typer.echo("No audit records match." if filtered else "No podium audit records found.")
+        return grouped
+    plain = not output.is_terminal()
+    wide = output_format is auditview.Format.WIDE
+    legend = auditview.legend(records)
+    output.render(
+        [
+            auditview.table(records, wide=wide, utc=utc, plain=plain),
+            "",
+            auditview.summary(grouped, wide=wide, plain=plain),
+            *(["", legend] if legend else []),
+        ],
+        plain=plain,
+    )
+    return grouped
+
+
+def _follow_audit(
+    specs: list[str],
+    query: auditview.Filter,
+    tally: auditview.Tally,
+    output_format: auditview.Format,
+    *,
+    utc: bool,
+) -> auditview.Summary:
+    grouped = auditview.Summary()
+    wide = output_format is auditview.Format.WIDE
+    tabular = output_format in (auditview.Format.TABLE, auditview.Format.WIDE)
+    if tabular:
+        typer.echo(auditview.stream_header(wide=wide))
+    try:
+        for record in auditview.read(auditview.follow_lines(specs), tally):
+            if not query.matches(record):
+                continue
+            grouped.add(record)
+            if tabular:
+                typer.echo(auditview.stream_line(record, wide=wide, utc=utc))
+            elif output_format is auditview.Format.JSON:
+                typer.echo(orjson.dumps(record).decode())
+            else:
+                sys.stdout.write("---\n" + _dump(record, output_format))
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+    if tabular and grouped.gangs:
+        plain = not output.is_terminal()
+        output.render(["", auditview.summary(grouped, wide=wide, plain=plain)], plain=plain)
+    return grouped
+
+
+def _parsed(flag: str, text: str | None, parse: Callable[[str], T]) -> T | None:
+    """An option's value parsed, or an error naming the option."""
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as err:
+        raise output.fail(f"{flag}: {err}") from err
+
+
+def _dump(doc: Any, output_format: auditview.Format) -> str:
+    """JSON (indented) or YAML, as ``-o`` asks; YAML keeps the keys in their order."""
+    if output_format is auditview.Format.YAML:
+        return str(yaml.dump(doc, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True))
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except TypeError:  # integers past 64 bits in a hand-made input
+        return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+_YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @app.command()

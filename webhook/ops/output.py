@@ -1,0 +1,98 @@
+"""How every ``podium`` command speaks: one exit-code scheme, one error format, and output that
+suits whoever reads it — tables that fit the terminal for a person, plain columns (no box drawing,
+no colour, nothing folded) when stdout is a pipe or a file.
+
+Exit codes, for every command::
+
+    0   ok
+    1   findings: the command ran and found something wrong (``doctor``: a broken job;
+        ``audit``: a job split across zones; ``certs rotate``: a step refused as unsafe)
+    2   could not run: a bad argument, an unreadable input, an unreachable cluster
+
+Errors are one line on stderr, ``Error: <what>``, in the same words click uses for a bad
+argument, and they name the flag that fixes them when there is one.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterable
+
+import typer
+from rich import box
+from rich.console import Console, RenderableType
+from rich.table import Table
+
+OK = 0
+FINDINGS = 1
+CANNOT_RUN = 2
+
+#: Wide enough that a plain (piped) table never folds a cell; trailing blanks are stripped.
+PLAIN_WIDTH = 4096
+
+
+def error(message: str) -> None:
+    """Say what went wrong, on stderr, in the one format every command uses."""
+    typer.echo(f"Error: {message}", err=True)
+
+
+def fail(message: str) -> typer.Exit:
+    """``raise output.fail("…")``: the error line, then exit 2 (could not run)."""
+    error(message)
+    return typer.Exit(CANNOT_RUN)
+
+
+def note(message: str) -> None:
+    """Something worth knowing that is not the output (stderr, so pipes stay clean)."""
+    typer.echo(message, err=True)
+
+
+def is_terminal() -> bool:
+    """Whether stdout is a terminal (rich's test, so ``TTY_COMPATIBLE=1`` forces it)."""
+    return Console().is_terminal
+
+
+def table(title: str | None = None, *, plain: bool) -> Table:
+    """A table as podium draws it: boxed on a terminal, kubectl-like columns when plain."""
+    if plain:
+        return Table(
+            title=None,
+            box=None,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 3, 0, 0),
+            header_style="",
+            title_style="",
+        )
+    return Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
+        show_edge=False,
+    )
+
+
+def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
+    """Print to stdout: rich on a terminal (fits its width); plain text otherwise."""
+    if not plain:
+        console = Console(highlight=False)
+        for item in renderables:
+            console.print(item)
+        return
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=PLAIN_WIDTH,
+        color_system=None,
+        force_terminal=False,
+        highlight=False,
+        emoji=False,
+    )
+    for item in renderables:
+        console.print(item)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+    sys.stdout.flush()
