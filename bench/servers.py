@@ -3,7 +3,7 @@
 its own process pinned to one core (the load generator gets the other):
 
 * ``podium`` — ``server.create_app`` with an ``Admitter`` over a synthetic view
-  (``workload.cluster``) and ``effects.InMemoryApi`` (objects it creates are fed back into the
+  (``workload.cluster``) and ``twins.InMemoryApi`` (objects it creates are fed back into the
   view, as the watch cache would), served by ``server.server_config`` over TLS: exactly what
   ``podium serve`` runs, without a cluster. Audit lines go to /dev/null through ``StreamSink``
   behind the same ``BackgroundSink`` writer thread.
@@ -35,7 +35,8 @@ from bench import workload
 from webhook.core import engine, labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.serve import admission, audit, effects, server, tls
+from webhook.kube import twins
+from webhook.serve import admission, audit, server, tls
 from webhook.serve.metrics import Metrics
 
 ZONE = "zone-b"
@@ -49,7 +50,7 @@ def _pin(core: int | None) -> None:
 def podium_app(nodes: int) -> Any:
     settings = Settings()
     view = ClusterView.from_objects(workload.cluster(nodes), zone_label=settings.zone_label)
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     api.listeners.append(lambda obj: view.apply("ADDED", obj))
     metrics = Metrics()
     admitter = admission.Admitter(

@@ -43,7 +43,8 @@ from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.serve import admission, audit, effects
+from webhook.kube import errors, twins
+from webhook.serve import admission, audit
 
 from .cluster import CRD_DIR, ApiError, LocalCluster
 from .faultproxy import FaultProxy
@@ -54,20 +55,20 @@ from .test_podium import pytorchjob as live_pytorchjob
 
 BUDGET = 0.5
 
-FAULTS: list[tuple[str, effects.ApiError | None, float, str]] = [
+FAULTS: list[tuple[str, errors.ApiError | None, float, str]] = [
     (
         "unreachable",
-        effects.ApiError("POST /api/v1/...: connection refused"),
+        errors.ApiError("POST /api/v1/...: connection refused"),
         0.0,
         "connection refused",
     ),
     ("slow", None, 5.0, "did not answer within 0.5s"),
-    ("429", effects.ApiError("429: too many requests", status=429), 0.0, "429"),
-    ("500", effects.ApiError("500: etcdserver: request timed out", status=500), 0.0, "500"),
-    ("503", effects.ApiError("503: service unavailable", status=503), 0.0, "503"),
+    ("429", errors.ApiError("429: too many requests", status=429), 0.0, "429"),
+    ("500", errors.ApiError("500: etcdserver: request timed out", status=500), 0.0, "500"),
+    ("503", errors.ApiError("503: service unavailable", status=503), 0.0, "503"),
     (
         "403",
-        effects.ApiError('403: configmaps is forbidden: User "podium"', status=403),
+        errors.ApiError('403: configmaps is forbidden: User "podium"', status=403),
         0.0,
         "403",
     ),
@@ -76,12 +77,12 @@ FAULTS: list[tuple[str, effects.ApiError | None, float, str]] = [
 
 @pytest.mark.parametrize(("fault", "error", "delay", "why"), FAULTS, ids=[f[0] for f in FAULTS])
 async def test_an_api_fault_fails_open_in_time_and_says_why(
-    fault: str, error: effects.ApiError | None, delay: float, why: str
+    fault: str, error: errors.ApiError | None, delay: float, why: str
 ) -> None:
     pj = pytorchjob()
     settings = Settings(time_budget_seconds=BUDGET)
     view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
-    api = effects.InMemoryApi(delay=delay)
+    api = twins.InMemoryApi(delay=delay)
     api.fail = lambda _op, _m: error
     sink = audit.MemorySink()
     admitter = admission.Admitter(view=lambda: view, api=api, settings=settings, sink=sink)
@@ -106,7 +107,7 @@ async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
     """Two admitters (two replicas) share only the API; the job's pods arrive at both at once."""
     pj = pytorchjob(workers=7)
     settings = Settings()
-    api = effects.InMemoryApi(delay=0.01)
+    api = twins.InMemoryApi(delay=0.01)
     replicas = [
         admission.Admitter(
             view=lambda: ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label),

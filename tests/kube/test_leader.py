@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook.kube import kubeops, leader
-from webhook.serve import effects
+from webhook.kube import errors, leader, twins
+from webhook.kube.protocols import Objects
 
 
 class Clock:
@@ -23,8 +23,8 @@ class Clock:
 
 
 @pytest.fixture
-def api() -> kubeops.InMemoryObjects:
-    return kubeops.InMemoryObjects()
+def api() -> twins.InMemoryObjects:
+    return twins.InMemoryObjects()
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def clock() -> Clock:
     return Clock()
 
 
-def elector(api: kubeops.Objects, clock: Clock, identity: str) -> leader.LeaderElector:
+def elector(api: Objects, clock: Clock, identity: str) -> leader.LeaderElector:
     return leader.LeaderElector(
         api,
         namespace="podium-system",
@@ -42,13 +42,13 @@ def elector(api: kubeops.Objects, clock: Clock, identity: str) -> leader.LeaderE
     )
 
 
-async def lease(api: kubeops.InMemoryObjects) -> dict[str, object]:
+async def lease(api: twins.InMemoryObjects) -> dict[str, object]:
     got = await api.get(leader.API_VERSION, leader.KIND, "podium-system", leader.LEASE_NAME)
     return dict(got["spec"])
 
 
 async def test_the_first_replica_creates_the_lease_and_leads(
-    api: kubeops.InMemoryObjects, clock: Clock
+    api: twins.InMemoryObjects, clock: Clock
 ) -> None:
     a = elector(api, clock, "a")
     assert await a.try_acquire_or_renew()
@@ -61,7 +61,7 @@ async def test_the_first_replica_creates_the_lease_and_leads(
 
 
 async def test_a_second_replica_waits_while_the_leader_renews(
-    api: kubeops.InMemoryObjects, clock: Clock
+    api: twins.InMemoryObjects, clock: Clock
 ) -> None:
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     assert await a.try_acquire_or_renew()
@@ -73,7 +73,7 @@ async def test_a_second_replica_waits_while_the_leader_renews(
 
 
 async def test_a_silent_leader_is_replaced_after_the_lease_duration(
-    api: kubeops.InMemoryObjects, clock: Clock
+    api: twins.InMemoryObjects, clock: Clock
 ) -> None:
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     await a.try_acquire_or_renew()
@@ -90,7 +90,7 @@ async def test_a_silent_leader_is_replaced_after_the_lease_duration(
     assert not await a.try_acquire_or_renew()
 
 
-async def test_release_hands_over_at_once(api: kubeops.InMemoryObjects, clock: Clock) -> None:
+async def test_release_hands_over_at_once(api: twins.InMemoryObjects, clock: Clock) -> None:
     a, b = elector(api, clock, "a"), elector(api, clock, "b")
     await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()
@@ -101,7 +101,7 @@ async def test_release_hands_over_at_once(api: kubeops.InMemoryObjects, clock: C
 
 
 async def test_of_two_takeovers_at_once_exactly_one_wins(
-    api: kubeops.InMemoryObjects, clock: Clock
+    api: twins.InMemoryObjects, clock: Clock
 ) -> None:
     """Both read the expired lease, both write with its resourceVersion: one gets a Conflict."""
     old = elector(api, clock, "old")
@@ -116,11 +116,11 @@ async def test_of_two_takeovers_at_once_exactly_one_wins(
 
 
 async def test_an_api_failure_is_a_lost_round_and_the_leader_steps_down_in_time(
-    api: kubeops.InMemoryObjects, clock: Clock
+    api: twins.InMemoryObjects, clock: Clock
 ) -> None:
     a = elector(api, clock, "a")
     await a.try_acquire_or_renew()
-    api.fail = lambda _op, _key: effects.ApiError("503: unavailable", status=503)
+    api.fail = lambda _op, _key: errors.ApiError("503: unavailable", status=503)
     clock.t += 5
     assert await a.try_acquire_or_renew()  # the last renewal is 5 s old: still leads
     clock.t += 5
@@ -128,16 +128,16 @@ async def test_an_api_failure_is_a_lost_round_and_the_leader_steps_down_in_time(
 
 
 async def test_a_missing_namespace_is_logged_not_raised(clock: Clock) -> None:
-    api = kubeops.InMemoryObjects()
+    api = twins.InMemoryObjects()
     api.fail = lambda op, _key: (
-        effects.NotFound("namespaces podium-system not found", status=404)
+        errors.NotFound("namespaces podium-system not found", status=404)
         if op == "create"
         else None
     )
     assert not await elector(api, clock, "a").try_acquire_or_renew()
 
 
-async def test_run_renews_until_stopped_then_releases(api: kubeops.InMemoryObjects) -> None:
+async def test_run_renews_until_stopped_then_releases(api: twins.InMemoryObjects) -> None:
     a = leader.LeaderElector(
         api,
         namespace="podium-system",

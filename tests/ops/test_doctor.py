@@ -348,7 +348,7 @@ def stub_cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
         return c.objects()
 
     monkeypatch.setattr(doctor, "collect", collect)
-    monkeypatch.setattr("webhook.kube.kubeapi.load_client", lambda _path: _Closable())
+    monkeypatch.setattr("webhook.kube.client.load_client", lambda _path: _Closable())
     return c
 
 

@@ -17,7 +17,8 @@ from webhook.core import labels, reviews
 from webhook.core.objects import key_of
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import ClusterView
-from webhook.serve import admission, audit, effects
+from webhook.kube import errors, protocols, twins
+from webhook.serve import admission, audit
 
 
 def body_for(pod: dict[str, Any], *, uid: str = "u-1", dry_run: bool = False) -> bytes:
@@ -27,7 +28,7 @@ def body_for(pod: dict[str, Any], *, uid: str = "u-1", dry_run: bool = False) ->
 
 def make(
     objects: list[dict[str, Any]],
-    api: effects.Api | None,
+    api: protocols.Api | None,
     now: datetime,
     settings: Settings | None = None,
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView]:
@@ -51,7 +52,7 @@ def response(answer: admission.Answer) -> dict[str, Any]:
 
 async def test_first_pod_creates_record_then_policy(now: datetime) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj())))
     assert resp["allowed"] is True and resp["patchType"] == "JSONPatch"
@@ -76,7 +77,7 @@ async def test_concurrent_first_admissions_through_two_replicas_agree(
     """Every pod of one job admitted at once through two replicas whose views differ: one zone."""
     rng = random.Random(seed)
     pj = pytorchjob(workers=7)  # 64 GPUs: fits only zone-c, unless a replica's view says otherwise
-    api = effects.InMemoryApi(delay=0.001)
+    api = twins.InMemoryApi(delay=0.001)
     replica_a, sink_a, _ = make(base_cluster(pj), api, now)
     # Replica B's view is stale: zone-c looks full to it, so left alone it would pick another zone.
     hogs = [PodBuilder("other", name=f"hog-{i}").gpus(8).bound(f"c-{i}").obj() for i in range(8)]
@@ -110,7 +111,7 @@ async def test_concurrent_first_admissions_through_two_replicas_agree(
 
 async def test_dry_run_creates_nothing_but_mutates(now: datetime) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), dry_run=True)))
     assert "patch" in resp and api.calls == [] and api.objects == {}
@@ -121,14 +122,14 @@ async def test_dry_run_creates_nothing_but_mutates(now: datetime) -> None:
 @pytest.mark.parametrize(
     "fault",
     [
-        effects.ApiError("Internal Server Error", status=500),
-        effects.ApiError("Too Many Requests", status=429),
-        effects.ApiError("Forbidden", status=403),
+        errors.ApiError("Internal Server Error", status=500),
+        errors.ApiError("Too Many Requests", status=429),
+        errors.ApiError("Forbidden", status=403),
     ],
 )
-async def test_api_failure_fails_open(fault: effects.ApiError, now: datetime) -> None:
+async def test_api_failure_fails_open(fault: errors.ApiError, now: datetime) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     api.fail = lambda _op, _m: fault
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), uid="u-9")))
@@ -145,7 +146,7 @@ async def test_api_failure_fails_open(fault: effects.ApiError, now: datetime) ->
 
 async def test_slow_api_fails_open_within_budget(now: datetime) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi(delay=5)
+    api = twins.InMemoryApi(delay=5)
     settings = Settings(time_budget_seconds=0.05)
     admitter, sink, _ = make(base_cluster(pj), api, now, settings)
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), timeout=1)
@@ -156,7 +157,7 @@ async def test_slow_api_fails_open_within_budget(now: datetime) -> None:
 
 async def test_missing_cilium_crd_still_pins_and_warns(now: datetime) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
+    api = twins.InMemoryApi(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj())))
     assert resp["auditAnnotations"]["zone"] == "zone-c" and "patch" in resp
@@ -168,7 +169,7 @@ async def test_bug_in_the_decision_fails_open(
     now: datetime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pj = pytorchjob()
-    admitter, sink, _ = make(base_cluster(pj), effects.InMemoryApi(), now)
+    admitter, sink, _ = make(base_cluster(pj), twins.InMemoryApi(), now)
 
     def boom(*_: Any, **__: Any) -> Any:
         raise KeyError("surprise")
@@ -187,7 +188,7 @@ async def test_no_api_configured_fails_open(now: datetime) -> None:
 
 
 async def test_malformed_review_is_a_400(now: datetime) -> None:
-    admitter, sink, _ = make(base_cluster(), effects.InMemoryApi(), now)
+    admitter, sink, _ = make(base_cluster(), twins.InMemoryApi(), now)
     answer = await admitter.admit(
         b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}'
     )
@@ -207,7 +208,7 @@ async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> 
     settings = Settings()
     view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
     admitter = admission.Admitter(
-        view=lambda: view, api=effects.InMemoryApi(), settings=settings, sink=Broken()
+        view=lambda: view, api=twins.InMemoryApi(), settings=settings, sink=Broken()
     )
     assert "patch" in response(await admitter.admit(body_for(pytorch_pod(pj).obj())))
 
@@ -215,7 +216,7 @@ async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> 
 async def test_later_pods_follow_the_record_after_capacity_changes(now: datetime) -> None:
     """Feeding the created objects back into the view: later pods keep the job's zone."""
     pj = pytorchjob(workers=1)
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     admitter, _, view = make(
         base_cluster(pj), api, now, Settings(policy_mode=PolicyMode.KUBERNETES)
     )
@@ -233,7 +234,7 @@ async def test_later_pods_follow_the_record_after_capacity_changes(now: datetime
 
 async def test_trusted_label_is_the_policy_selector(now: datetime) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     admitter, _, _ = make(base_cluster(pj), api, now)
     answer = await admitter.admit(body_for(pytorch_pod(pj).label(labels.JOB, "forged").obj()))
     assert answer.decision is not None and answer.decision.patched is not None
@@ -265,7 +266,7 @@ async def test_trusted_label_is_the_policy_selector(now: datetime) -> None:
 async def test_misshapen_pod_is_a_400_that_names_the_field(
     change: dict[str, Any], message: str, now: datetime
 ) -> None:
-    admitter, _, _ = make(base_cluster(), effects.InMemoryApi(), now)
+    admitter, _, _ = make(base_cluster(), twins.InMemoryApi(), now)
     pod = {**PodBuilder().obj(), **change}
     answer = await admitter.admit(body_for(pod))
     assert answer.status == 400 and message in answer.body["error"]
@@ -275,8 +276,8 @@ async def test_fail_open_survives_a_broken_audit_builder(
     now: datetime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
-    api.fail = lambda _op, _m: effects.ApiError("boom", status=500)
+    api = twins.InMemoryApi()
+    api.fail = lambda _op, _m: errors.ApiError("boom", status=500)
     admitter, sink, _ = make(base_cluster(pj), api, now)
 
     def broken_build(**_: Any) -> Any:
@@ -289,7 +290,7 @@ async def test_fail_open_survives_a_broken_audit_builder(
 
 
 async def test_label_tampering_update_is_refused_with_403(now: datetime) -> None:
-    admitter, sink, _ = make(base_cluster(), effects.InMemoryApi(), now)
+    admitter, sink, _ = make(base_cluster(), twins.InMemoryApi(), now)
     doc = reviews.review_for_pod(
         PodBuilder(NS, name="p").label(labels.JOB, "other-job").obj(), uid="u-3"
     )
@@ -303,7 +304,7 @@ async def test_label_tampering_update_is_refused_with_403(now: datetime) -> None
 async def test_requests_past_64_bits_are_decided_not_failed_open(now: datetime) -> None:
     pj = pytorchjob(workers=0)
     pod = pytorch_pod(pj).requests(cpu="999999999999999999999999999999").obj()
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pod)))
     assert sink.records[0]["outcome"] != "fail-open", sink.records[0].get("error")

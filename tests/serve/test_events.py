@@ -17,7 +17,8 @@ from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import NoFit, Settings
 from webhook.core.view import ClusterView
-from webhook.serve import admission, audit, effects, events, server
+from webhook.kube import errors, protocols, twins
+from webhook.serve import admission, audit, events, server
 from webhook.serve.metrics import Metrics
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -39,7 +40,7 @@ class FakePoster:
             raise err
         name = event["metadata"]["name"]
         if name in self.names:  # as the apiserver: names are unique per namespace
-            raise effects.AlreadyExists(f"events {name!r} already exists", status=409)
+            raise errors.AlreadyExists(f"events {name!r} already exists", status=409)
         self.names.add(name)
         self.posted.append(event)
         return event
@@ -69,7 +70,7 @@ def body_for(pod: dict[str, Any], *, uid: str = "u-1", dry_run: bool = False) ->
 
 def admitter_for(
     objects: list[dict[str, Any]],
-    api: effects.Api | None,
+    api: protocols.Api | None,
     now: datetime,
     recorder: events.EventRecorder,
     settings: Settings | None = None,
@@ -146,7 +147,7 @@ async def test_the_first_pod_of_a_job_reports_the_zone_and_the_policy_on_the_job
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     admitter = admitter_for(base_cluster(pj), api, now, recorder)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
     assert answer.record is not None
@@ -183,7 +184,7 @@ async def test_later_pods_of_the_job_report_nothing(
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:
     pj = pytorchjob(workers=3)
-    admitter = admitter_for(base_cluster(pj), effects.InMemoryApi(), now, recorder)
+    admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder)
     for index, role in enumerate(["master", "worker", "worker", "worker"]):
         pod = pytorch_pod(pj, role, max(index - 1, 0)).obj()
         await admitter.admit(body_for(pod, uid=f"u-{index}"))
@@ -195,7 +196,7 @@ async def test_dry_runs_report_nothing(
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:
     pj = pytorchjob()
-    admitter = admitter_for(base_cluster(pj), effects.InMemoryApi(), now, recorder)
+    admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder)
     await admitter.admit(body_for(pytorch_pod(pj).obj(), dry_run=True))
     assert not recorder.queue
     assert events.build(record(dryRun=True), instance="i", now=now) == []
@@ -205,7 +206,7 @@ async def test_a_missing_policy_crd_is_one_warning_per_job(
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:
     pj = pytorchjob(workers=2)
-    api = effects.InMemoryApi(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
+    api = twins.InMemoryApi(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
     admitter = admitter_for(base_cluster(pj), api, now, recorder)
     for index in range(3):
         pod = pytorch_pod(pj, "worker", index).obj()
@@ -222,8 +223,8 @@ async def test_failing_open_is_a_warning_on_the_job(
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:
     pj = pytorchjob()
-    api = effects.InMemoryApi()
-    api.fail = lambda _op, _m: effects.ApiError("etcdserver: request timed out", status=500)
+    api = twins.InMemoryApi()
+    api.fail = lambda _op, _m: errors.ApiError("etcdserver: request timed out", status=500)
     admitter = admitter_for(base_cluster(pj), api, now, recorder)
     for index in range(3):  # a burst of fail-opens for one job: one event per minute
         pod = pytorch_pod(pj, "worker", index).obj()
@@ -290,7 +291,7 @@ async def test_an_unpinned_job_through_the_admitter(
 ) -> None:
     pj = pytorchjob(workers=20)  # 168 GPUs fit no zone
     settings = Settings(no_fit=NoFit.UNPINNED)
-    admitter = admitter_for(base_cluster(pj), effects.InMemoryApi(), now, recorder, settings)
+    admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder, settings)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
     assert answer.record is not None and answer.record["outcome"] == "unpinned"
     await drain(recorder)
@@ -379,7 +380,7 @@ async def test_failed_posts_are_dropped_with_a_log_line_and_posting_goes_on(
 ) -> None:
     poster = FakePoster()
     poster.fail = lambda e: (
-        effects.ApiError("403: forbidden", status=403) if e["reason"] == "ZonePinned" else None
+        errors.ApiError("403: forbidden", status=403) if e["reason"] == "ZonePinned" else None
     )
     dropped: list[str] = []
     recorder = events.EventRecorder(poster, instance="i", clock=lambda: now, on_drop=dropped.append)
@@ -428,7 +429,7 @@ async def test_admissions_never_wait_for_the_poster(now: datetime) -> None:
     poster = FakePoster(delay=10)
     recorder = events.EventRecorder(poster, instance="i", clock=lambda: now)
     pj = pytorchjob()
-    admitter = admitter_for(base_cluster(pj), effects.InMemoryApi(), now, recorder)
+    admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder)
     stop = asyncio.Event()
     task = asyncio.create_task(recorder.run(stop))
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), 1)

@@ -29,7 +29,8 @@ from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.serve import admission, audit, effects, server
+from webhook.kube import twins
+from webhook.serve import admission, audit, server
 
 COUNTS: collections.Counter[str] = collections.Counter()
 JOB = pytorchjob(workers=3)
@@ -45,7 +46,7 @@ class App:
         view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
         self.sink = audit.MemorySink()
         admitter = admission.Admitter(
-            view=lambda: view, api=effects.InMemoryApi(), settings=settings, sink=self.sink
+            view=lambda: view, api=twins.InMemoryApi(), settings=settings, sink=self.sink
         )
         self.app = server.create_app(admitter=admitter, ready=lambda: True)
         self.runner = asyncio.Runner()

@@ -18,8 +18,8 @@ from webhook.core import adapters, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import ClusterView
-from webhook.kube import kubeops
-from webhook.serve import audit, effects, reconciler
+from webhook.kube import errors, twins
+from webhook.serve import audit, reconciler
 from webhook.serve.reconciler import ORPHAN_SINCE, Action, Owned, Tuning
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -201,7 +201,7 @@ def test_an_edited_policy_is_patched_back(
     key = world.gang.key
     expected = {k: _fill(v, key) for k, v in patch.items()}
     assert action.patch == {"metadata": {"resourceVersion": "12"}, "spec": expected}
-    assert kubeops._merge(edited, action.patch)["spec"] == world.policy["spec"]
+    assert twins.apply_merge_patch(edited, action.patch)["spec"] == world.policy["spec"]
 
 
 def _fill(value: Any, key: str) -> Any:
@@ -303,7 +303,7 @@ def test_pods_no_adapter_recognises_are_not_rebuilt_from(world: World) -> None:
 @dataclasses.dataclass
 class Live:
     world: World
-    api: kubeops.InMemoryObjects
+    api: twins.InMemoryObjects
     sink: audit.MemorySink
     rec: reconciler.Reconciler
     clock: list[datetime]
@@ -313,7 +313,7 @@ class Live:
 
 @pytest.fixture
 def live(world: World) -> Live:
-    api = kubeops.InMemoryObjects()
+    api = twins.InMemoryObjects()
     api.put(world.job)
     api.put(world.record)
     api.put(world.policy)
@@ -448,7 +448,7 @@ async def test_only_the_leader_and_only_when_synced(live: Live) -> None:
 
 
 async def test_a_missing_policy_crd_is_reported_not_raised(world: World) -> None:
-    api = kubeops.InMemoryObjects(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
+    api = twins.InMemoryObjects(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
     api.put(world.record)
     rec = reconciler.Reconciler(
         view=world.view,
@@ -467,7 +467,7 @@ async def test_an_api_failure_is_audited(live: Live) -> None:
         ("cilium.io", "CiliumNetworkPolicy", NS, live.world.policy["metadata"]["name"])
     ]
     live.api.fail = lambda op, _k: (
-        effects.ApiError("403: forbidden", status=403) if op == "create" else None
+        errors.ApiError("403: forbidden", status=403) if op == "create" else None
     )
     (record,) = await live.rec.run_once()
     assert record["result"] == "failed: 403: forbidden"
@@ -493,4 +493,4 @@ def test_tuning_from_the_settings() -> None:
 )
 def test_merge_diff_round_trips(before: Any, after: Any, patch: Any) -> None:
     assert reconciler.merge_diff(before, after) == patch
-    assert kubeops._merge(before, patch) == after
+    assert twins.apply_merge_patch(before, patch) == after

@@ -35,9 +35,9 @@ from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.kube import cache
+from webhook.kube import cache, errors, twins
 from webhook.ops import certs, cli
-from webhook.serve import admission, audit, effects, server, tls
+from webhook.serve import admission, audit, server, tls
 from webhook.serve.metrics import Metrics
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -47,7 +47,7 @@ JSON_HEADERS = {"content-type": "application/json"}
 class World:
     app: FastAPI
     admitter: admission.Admitter
-    api: effects.InMemoryApi
+    api: twins.InMemoryApi
     sink: audit.MemorySink
     metrics: Metrics
     ready: list[bool]
@@ -57,7 +57,7 @@ def make_world(*, ready: bool = True, objects: list[dict[str, Any]] | None = Non
     settings = Settings()
     pj = pytorchjob()
     view = ClusterView.from_objects(objects or base_cluster(pj), zone_label=settings.zone_label)
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     sink = audit.MemorySink()
     metrics = Metrics()
     admitter = admission.Admitter(
@@ -285,7 +285,7 @@ def test_a_malformed_review_is_400_with_the_reason(
 
 
 def test_an_api_error_fails_open(world: World, client: Client) -> None:
-    world.api.fail = lambda _op, _m: effects.ApiError("etcdserver: request timed out", status=500)
+    world.api.fail = lambda _op, _m: errors.ApiError("etcdserver: request timed out", status=500)
     response = post(client, orjson.dumps(the_job_pod_review(world)))
     assert response.status_code == 200
     resp = assert_valid_answer(response.json(), "uid-1")
@@ -371,13 +371,13 @@ def test_two_apps_do_not_share_metrics() -> None:
 async def test_the_lifespan_runs_the_watch_cache() -> None:
     settings = Settings()
     pj = pytorchjob()
-    lister = cache.InMemoryLister(base_cluster(pj))
+    lister = twins.InMemoryLister(base_cluster(pj))
     view = ClusterView(zone_label=settings.zone_label)
     watch_cache = cache.WatchCache(view, lister, backoff_initial=0.01)
     metrics = Metrics()
     admitter = admission.Admitter(
         view=lambda: view,
-        api=effects.InMemoryApi(),
+        api=twins.InMemoryApi(),
         settings=settings,
         sink=audit.MemorySink(),
         observe=metrics.observe,

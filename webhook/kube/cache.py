@@ -1,9 +1,9 @@
 """The watch cache: LIST then WATCH every resource podium reads, and keep a ClusterView current.
 
-One worker thread per resource talks to the apiserver through a ``Lister`` (the real one is
-``kubeapi.KubeLister``; ``InMemoryLister`` is its twin for tests). Events are handed to the
-asyncio loop with ``call_soon_threadsafe``, so the ClusterView is only ever mutated on the loop
-thread, in the order the apiserver sent them.
+One worker thread per resource talks to the apiserver through a ``protocols.Lister`` (the real
+one is ``client.KubeLister``; ``twins.InMemoryLister`` is its twin for tests). Events are handed
+to the asyncio loop with ``call_soon_threadsafe``, so the ClusterView is only ever mutated on the
+loop thread, in the order the apiserver sent them.
 
 Per resource::
 
@@ -14,65 +14,30 @@ Per resource::
       └── 404 on LIST (CRD not installed): retry every ``missing_retry`` s, not blocking   │
           readiness; connection errors: exponential backoff, capped; WATCH ends: re-watch ─┘
 
-Exception tree of the ``Lister`` interface::
-
-    ListerError        the call failed; retry with backoff (``status`` is the HTTP code, if any)
-    ├── Gone           410: the resourceVersion is too old; re-list
-    └── Missing        404: the resource type does not exist (a CRD that is not installed)
+What the lister raises (``errors``): ``Gone`` → re-list; ``NotFound`` → the resource type does
+not exist (a CRD that is not installed); any other ``ApiError`` → retry with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
-import itertools
 import logging
-import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
-from webhook.core.objects import EventType, Obj, group_of
+from webhook.core.objects import EventType, Obj
 from webhook.core.view import ClusterView
+from webhook.kube import errors
+from webhook.kube.protocols import Lister, Resource, WatchStream
 
 log = logging.getLogger("podium.cache")
 
 MANAGED = "app.kubernetes.io/managed-by=podium"
-
-WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Resource:
-    """One collection to list and watch across all namespaces."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-    label_selector: str | None = None
-
-    @property
-    def group(self) -> str:
-        return group_of(self.api_version)
-
-    @property
-    def name(self) -> str:
-        """``pods``, ``pytorchjobs.kubeflow.org/v1``: how logs and readiness name it."""
-        if not self.group:
-            return self.plural
-        return f"{self.plural}.{self.group}/{self.api_version.split('/', 1)[1]}"
-
-    @property
-    def path(self) -> str:
-        """The collection's URL path across all namespaces."""
-        prefix = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
-        return f"{prefix}/{self.plural}"
-
 
 #: Everything a decision reads: the cluster's shape, the jobs that own training pods, and
 #: podium's own records and policies.
@@ -98,55 +63,6 @@ WATCHED: tuple[Resource, ...] = (
     ),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", label_selector=MANAGED),
 )
-
-
-# -- the transport interface ---------------------------------------------------------------------
-
-
-class ListerError(Exception):
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class Gone(ListerError):
-    pass
-
-
-class Missing(ListerError):
-    pass
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Page:
-    items: list[dict[str, Any]]
-    resource_version: str
-    #: The token for the next page; None on the last one.
-    continue_: str | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: str
-    object: dict[str, Any]
-
-
-class WatchStream(Protocol):
-    """Events of one watch request; ``close`` may be called from another thread to end it."""
-
-    def __iter__(self) -> Iterator[WatchEvent]: ...
-
-    def close(self) -> None: ...
-
-
-class Lister(Protocol):
-    """The two calls the cache makes. Implementations raise ``ListerError`` and nothing else."""
-
-    def list(self, resource: Resource, *, limit: int, continue_: str | None) -> Page: ...
-
-    def watch(
-        self, resource: Resource, *, resource_version: str, timeout_seconds: int
-    ) -> WatchStream: ...
 
 
 # -- what is kept of each object -----------------------------------------------------------------
@@ -318,16 +234,16 @@ class WatchCache:
                     backoff.reset()
                 else:  # a watch that ends at once, again and again, must not spin
                     self._stopping.wait(backoff.next())
-            except Gone as err:
+            except errors.Gone as err:
                 log.info("%s: %s; re-listing", resource.name, err)
                 resource_version = None
                 if fresh:  # gone straight after a list: do not re-list in a tight loop
                     self._stopping.wait(backoff.next())
-            except Missing:
+            except errors.NotFound:
                 resource_version = None
                 self._handoff(self._set_state, resource, "absent", None)
                 self._stopping.wait(self.missing_retry)
-            except ListerError as err:
+            except errors.ApiError as err:
                 if self._stopping.is_set():
                     break
                 delay = backoff.next()
@@ -385,7 +301,7 @@ class WatchCache:
                     raise _watch_error(event.object)
                 if self._stopping.is_set():
                     raise _Stopped
-        except ListerError:
+        except errors.ApiError:
             if self._stopping.is_set():
                 raise _Stopped from None
             raise
@@ -457,210 +373,8 @@ class _Stopped(Exception):
     """The cache is stopping: the worker ends quietly."""
 
 
-def _watch_error(status: Mapping[str, Any]) -> ListerError:
+def _watch_error(status: Mapping[str, Any]) -> errors.ApiError:
+    """The error an ``ERROR`` watch event's Status stands for (410: the resourceVersion expired)."""
     code = status.get("code")
     message = str(status.get("message") or status.get("reason") or "watch error")
-    if code == 410:
-        return Gone(message, status=410)
-    if code == 404:
-        return Missing(message, status=404)
-    return ListerError(message, status=code if isinstance(code, int) else None)
-
-
-# -- the in-memory twin --------------------------------------------------------------------------
-
-
-class _MemoryStream:
-    def __init__(self, events: Iterable[WatchEvent], timeout: float) -> None:
-        self._queue: queue.Queue[WatchEvent | None] = queue.Queue()
-        for event in events:
-            self._queue.put(event)
-        self._deadline = time.monotonic() + timeout
-        self.closed = False
-
-    def put(self, event: WatchEvent | None) -> None:
-        self._queue.put(event)
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        while not self.closed:
-            left = self._deadline - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                event = self._queue.get(timeout=min(left, 0.05))
-            except queue.Empty:
-                continue
-            if event is None:
-                return
-            yield event
-
-    def close(self) -> None:
-        self.closed = True
-        self._queue.put(None)
-
-
-class InMemoryLister:
-    """A twin of the apiserver's list and watch: resourceVersions, history, compaction (410),
-    missing types (404), scripted failures. Thread-safe; objects are copied on the way out."""
-
-    def __init__(self, objects: Iterable[Obj] = (), *, resources: Sequence[Resource] = WATCHED):
-        self.resources = tuple(resources)
-        self._lock = threading.Lock()
-        self._rv = itertools.count(1)
-        self._last_rv = 0
-        self._store: dict[Resource, dict[tuple[str, str], dict[str, Any]]] = {
-            r: {} for r in self.resources
-        }
-        self._history: dict[Resource, list[tuple[int, WatchEvent]]] = {
-            r: [] for r in self.resources
-        }
-        #: Watches from a resourceVersion below this get an ERROR 410 event.
-        self._compacted: dict[Resource, int] = dict.fromkeys(self.resources, 0)
-        self._streams: dict[Resource, list[_MemoryStream]] = {r: [] for r in self.resources}
-        self.missing: set[Resource] = set()
-        #: Errors to raise from the next calls, per (call, resource), first first.
-        self.failures: dict[tuple[str, Resource], list[ListerError]] = {}
-        self.calls: list[tuple[str, str, str | None]] = []
-        for obj in objects:
-            self.put(obj)
-
-    def resource_of(self, obj: Obj) -> Resource:
-        for resource in self.resources:
-            if (resource.api_version, resource.kind) == (obj.get("apiVersion"), obj.get("kind")):
-                return resource
-        raise KeyError(f"no watched resource for {obj.get('apiVersion')} {obj.get('kind')}")
-
-    # -- changing the "cluster" ---------------------------------------------------------------
-
-    def _stamp(self, obj: Obj) -> dict[str, Any]:
-        rv = next(self._rv)
-        self._last_rv = rv
-        doc: dict[str, Any] = _deepcopy(obj)
-        doc.setdefault("metadata", {})["resourceVersion"] = str(rv)
-        return doc
-
-    def _emit(self, resource: Resource, event: WatchEvent) -> None:
-        rv = int(_rv_of(event.object) or self._last_rv)
-        self._history[resource].append((rv, event))
-        for stream in self._streams[resource]:
-            stream.put(WatchEvent(event.type, _deepcopy(event.object)))
-
-    def put(self, obj: Obj, *, silently: bool = False) -> None:
-        """Create or update ``obj``; ``silently`` skips the watch event (as if it were lost)."""
-        resource = self.resource_of(obj)
-        with self._lock:
-            doc = self._stamp(obj)
-            key = _name_of(doc)
-            event = "MODIFIED" if key in self._store[resource] else "ADDED"
-            self._store[resource][key] = doc
-            if not silently:
-                self._emit(resource, WatchEvent(event, doc))
-
-    def delete(self, obj: Obj, *, silently: bool = False) -> None:
-        resource = self.resource_of(obj)
-        with self._lock:
-            key = _name_of(obj)
-            old = self._store[resource].pop(key)
-            doc = self._stamp(old)
-            if not silently:
-                self._emit(resource, WatchEvent("DELETED", doc))
-
-    def bookmark(self, resource: Resource) -> str:
-        """Send a BOOKMARK at a fresh resourceVersion to the open watches; return it."""
-        with self._lock:
-            rv = str(next(self._rv))
-            self._last_rv = int(rv)
-            event = WatchEvent(
-                "BOOKMARK",
-                {
-                    "apiVersion": resource.api_version,
-                    "kind": resource.kind,
-                    "metadata": {"resourceVersion": rv},
-                },
-            )
-            for stream in self._streams[resource]:
-                stream.put(event)
-            return rv
-
-    def expire(self, resource: Resource) -> None:
-        """Compact the history: open watches get an ERROR 410 event, later watches from an older
-        resourceVersion too (as the apiserver answers a too-old resourceVersion)."""
-        with self._lock:
-            self._compacted[resource] = self._last_rv
-            self._history[resource].clear()
-            for stream in self._streams[resource]:
-                stream.put(_gone_event())
-
-    def end_watches(self, resource: Resource) -> None:
-        """End the open watches as a server timeout would."""
-        with self._lock:
-            for stream in self._streams[resource]:
-                stream.put(None)
-
-    def open_watches(self, resource: Resource) -> int:
-        with self._lock:
-            return sum(1 for s in self._streams[resource] if not s.closed)
-
-    # -- Lister --------------------------------------------------------------------------------
-
-    def _fail(self, call: str, resource: Resource) -> None:
-        pending = self.failures.get((call, resource))
-        if pending:
-            raise pending.pop(0)
-        if resource in self.missing:
-            raise Missing(
-                f"the server could not find the requested resource ({resource.name})", status=404
-            )
-
-    def list(self, resource: Resource, *, limit: int, continue_: str | None) -> Page:
-        with self._lock:
-            self.calls.append(("list", resource.name, continue_))
-            self._fail("list", resource)
-            items = sorted(self._store[resource].items())
-            start = int(continue_ or 0)
-            chunk = items[start : start + limit]
-            more = start + limit < len(items)
-            docs = [_deepcopy(doc) for _, doc in chunk]
-            for doc in docs:  # list items of built-in types carry no kind; neither do these
-                if not resource.group:
-                    doc.pop("kind", None)
-                    doc.pop("apiVersion", None)
-            return Page(docs, str(self._last_rv), str(start + limit) if more else None)
-
-    def watch(
-        self, resource: Resource, *, resource_version: str, timeout_seconds: int
-    ) -> WatchStream:
-        with self._lock:
-            self.calls.append(("watch", resource.name, resource_version))
-            self._fail("watch", resource)
-            rv = int(resource_version or 0)
-            if rv < self._compacted[resource]:
-                stream = _MemoryStream([_gone_event()], timeout_seconds)
-            else:
-                replay = [
-                    WatchEvent(e.type, _deepcopy(e.object))
-                    for r, e in self._history[resource]
-                    if r > rv
-                ]
-                stream = _MemoryStream(replay, timeout_seconds)
-            self._streams[resource] = [s for s in self._streams[resource] if not s.closed]
-            self._streams[resource].append(stream)
-            return stream
-
-
-def _gone_event() -> WatchEvent:
-    return WatchEvent(
-        "ERROR",
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "reason": "Expired",
-            "message": "too old resource version",
-            "code": 410,
-        },
-    )
-
-
-def _deepcopy(obj: Obj) -> dict[str, Any]:
-    return copy.deepcopy(dict(obj))
+    return errors.error_for(code if isinstance(code, int) else None, message)

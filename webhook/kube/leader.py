@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core.objects import Obj
-from webhook.kube import kubeops
-from webhook.serve import effects
+from webhook.kube import errors
+from webhook.kube.protocols import Objects
 
 log = logging.getLogger("podium.leader")
 
@@ -57,7 +57,7 @@ class Timing:
 class LeaderElector:
     def __init__(
         self,
-        api: kubeops.Objects,
+        api: Objects,
         *,
         namespace: str,
         identity: str,
@@ -100,9 +100,9 @@ class LeaderElector:
         for API trouble (that is a lost round, logged)."""
         try:
             won = await self._round()
-        except kubeops.Conflict:
+        except errors.Conflict:
             won = False  # someone else wrote first; read again next round
-        except effects.ApiError as err:
+        except errors.ApiError as err:
             log.warning("leader election round failed: %s", err)
             won = False
         if won:
@@ -116,7 +116,7 @@ class LeaderElector:
     async def _round(self) -> bool:
         try:
             lease = await self.api.get(API_VERSION, KIND, self.namespace, self.name)
-        except effects.NotFound:
+        except errors.NotFound:
             manifest = {
                 "apiVersion": API_VERSION,
                 "kind": KIND,
@@ -125,7 +125,7 @@ class LeaderElector:
             }
             try:
                 await self.api.create(manifest)
-            except effects.AlreadyExists:
+            except errors.AlreadyExists:
                 return False
             return True
         spec: dict[str, Any] = dict(lease.get("spec") or {})
@@ -174,7 +174,7 @@ class LeaderElector:
             )
             await self.api.replace({**lease, "spec": spec})
             log.info("%s released the lease", self.identity)
-        except effects.ApiError as err:
+        except errors.ApiError as err:
             log.warning("releasing the lease failed: %s", err)
 
     async def run(self, stop: asyncio.Event) -> None:

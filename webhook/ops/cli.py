@@ -307,7 +307,7 @@ def serve(
     settings = dataclasses.replace(_settings(config), own_namespace=namespace)
     # Imported here: the web server and the Kubernetes client take a while to load, and the
     # other commands need neither.
-    from webhook.kube import kubeapi  # noqa: PLC0415
+    from webhook.kube import client  # noqa: PLC0415
     from webhook.serve import server  # noqa: PLC0415
 
     try:
@@ -323,7 +323,7 @@ def serve(
             client_ca_file=client_ca_file,
             use_tls=not no_tls,
         )
-    except kubeapi.ClientConfigError as err:
+    except client.ClientConfigError as err:
         raise _fail(str(err)) from err
     except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
         raise _fail(f"cannot serve: {err}") from err
@@ -350,13 +350,12 @@ def doctor(
     # Imported here, like serve: the Kubernetes client takes a while to load.
     from rich.progress import Progress  # noqa: PLC0415
 
-    from webhook.kube import kubeapi, kubeops  # noqa: PLC0415
+    from webhook.kube import client, errors  # noqa: PLC0415
     from webhook.ops import doctor as checks  # noqa: PLC0415
-    from webhook.serve import effects  # noqa: PLC0415
 
     try:
-        api_client = kubeapi.load_client(kubeconfig)
-    except kubeapi.ClientConfigError as err:
+        api_client = client.load_client(kubeconfig)
+    except client.ClientConfigError as err:
         raise _fail(str(err)) from err
     err_console = Console(stderr=True)
     with Progress(console=err_console, transient=True, disable=output == "json") as progress:
@@ -364,14 +363,14 @@ def doctor(
         try:
             objects = asyncio.run(
                 checks.collect(
-                    kubeops.KubeObjects(api_client, timeout=60),
+                    client.KubeObjects(api_client, timeout=60),
                     namespace=namespace,
                     on_kind=lambda kind: progress.update(
                         reading, advance=1, description=f"listing {kind}"
                     ),
                 )
             )
-        except effects.ApiError as err:
+        except errors.ApiError as err:
             raise _fail(f"cannot read the cluster: {err}") from err
         finally:
             api_client.close()  # type: ignore[no-untyped-call]

@@ -28,11 +28,10 @@ from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView
-from webhook.kube import cache
-from webhook.serve import effects
+from webhook.kube import cache, errors
 
 if TYPE_CHECKING:
-    from webhook.kube import kubeops
+    from webhook.kube import protocols
 
 Check = Literal[
     "split-zones", "no-policy", "deny-rule", "default-deny", "host-network", "not-pinned"
@@ -442,7 +441,7 @@ def kinds_to_read() -> list[tuple[str, str]]:
 
 
 async def collect(
-    api: kubeops.Objects,
+    api: protocols.Objects,
     *,
     namespace: str | None = None,
     on_kind: Callable[[str], None] | None = None,
@@ -456,6 +455,6 @@ async def collect(
         scope = None if kind in CLUSTERWIDE else namespace
         try:
             out.extend(await api.list(api_version, kind, namespace=scope))
-        except effects.NotFound:
+        except errors.NotFound:
             continue
     return out

@@ -15,7 +15,8 @@ from webhook.core import reviews
 from webhook.core.objects import Obj, key_of
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.serve import admission, audit, effects
+from webhook.kube import twins
+from webhook.serve import admission, audit
 
 
 class InputError(ValueError):
@@ -110,7 +111,7 @@ async def review(
     """Decide one review against ``objects`` exactly as ``podium serve`` would."""
     objects = list(objects)
     view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
-    api = effects.InMemoryApi()
+    api = twins.InMemoryApi()
     for obj in objects:
         api.objects[key_of(obj)] = obj
     sink = audit.MemorySink()

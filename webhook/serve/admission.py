@@ -17,6 +17,7 @@ from typing import Any
 from webhook.core import engine, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
+from webhook.kube import errors, protocols
 from webhook.serve import audit, effects
 
 log = logging.getLogger("podium.admission")
@@ -41,7 +42,7 @@ class Admitter:
         self,
         *,
         view: Callable[[], ClusterView],
-        api: effects.Api | None,
+        api: protocols.Api | None,
         settings: Settings,
         sink: audit.Sink,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -98,7 +99,7 @@ class Admitter:
                     self.settings.time_budget_seconds,
                     lambda: self._settle(request, view, decision, now),
                 )
-            except effects.ApiError as err:
+            except errors.ApiError as err:
                 return self._fail_open(
                     request, decision, started=started, now=now, why=f"Kubernetes API: {err}"
                 )

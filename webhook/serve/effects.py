@@ -1,108 +1,25 @@
-"""Creating podium's objects: the API interface, its in-memory twin, and the side-effect writer.
+"""The side-effect writer: an admission's record and policy, created through ``protocols.Api``.
 
-Exception tree::
-
-    ApiError            any failed API call (``status`` is the HTTP code when there was one)
-    ├── AlreadyExists   409 on create: someone else created the object first
-    └── NotFound        404: the object — or its resource type, e.g. a missing CRD — is not there
+Errors are ``kube.errors``: ``AlreadyExists`` means another admission created the object first
+(its record is read and followed), ``NotFound`` on the policy means its CRD is not installed (a
+warning); any other ``ApiError`` reaches the caller, which fails open.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
-import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, TypeVar
-
-import orjson
+from typing import Any, Literal, TypeVar
 
 from webhook.core import records
 from webhook.core.engine import Decision
-from webhook.core.objects import Obj, key_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
+from webhook.kube import errors
+from webhook.kube.protocols import Api
 
 T = TypeVar("T")
-
-
-class ApiError(Exception):
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class AlreadyExists(ApiError):
-    pass
-
-
-class NotFound(ApiError):
-    pass
-
-
-class Api(Protocol):
-    """The two calls an admission needs. Implementations raise ``ApiError`` and nothing else."""
-
-    async def create(self, manifest: Manifest) -> Obj: ...
-
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj: ...
-
-
-class InMemoryApi:
-    """A twin of the apiserver for the two calls: atomic create, get, optional delay and faults."""
-
-    def __init__(self, *, delay: float = 0.0, missing_kinds: frozenset[str] = frozenset()) -> None:
-        self.objects: dict[tuple[str, str, str, str], Obj] = {}
-        self.delay = delay
-        self.missing_kinds = missing_kinds
-        self.fail: Callable[[str, Manifest | None], ApiError | None] = lambda _op, _m: None
-        self.calls: list[tuple[str, str, str]] = []
-        self.listeners: list[Callable[[Obj], None]] = []
-
-    async def _pause(self) -> None:
-        await asyncio.sleep(self.delay)
-
-    async def create(self, manifest: Manifest) -> Obj:
-        self.calls.append(("create", manifest["kind"], manifest["metadata"]["name"]))
-        await self._pause()
-        if (err := self.fail("create", manifest)) is not None:
-            raise err
-        if manifest["kind"] in self.missing_kinds:
-            raise NotFound(
-                f"the server could not find the requested resource ({manifest['kind']})", status=404
-            )
-        key = key_of(manifest)
-        if key in self.objects:
-            raise AlreadyExists(f"{manifest['kind']} {key[3]!r} already exists", status=409)
-        stored = _copy(manifest)
-        stored["metadata"]["uid"] = str(uuid.uuid4())
-        stored["metadata"]["creationTimestamp"] = datetime.now(UTC).isoformat(timespec="seconds")
-        self.objects[key] = stored
-        for listener in self.listeners:
-            listener(stored)
-        return _copy(stored)
-
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj:
-        self.calls.append(("get", kind, name))
-        await self._pause()
-        if (err := self.fail("get", None)) is not None:
-            raise err
-        key = (api_version.split("/", 1)[0] if "/" in api_version else "", kind, namespace, name)
-        if key not in self.objects:
-            raise NotFound(f"{kind} {name!r} not found", status=404)
-        return _copy(self.objects[key])
-
-
-def _copy(obj: Obj) -> dict[str, Any]:
-    """A deep copy, as a round trip through the apiserver makes one: through JSON (orjson, ten
-    times faster than ``copy.deepcopy``), or ``deepcopy`` for what orjson refuses."""
-    try:
-        copied: dict[str, Any] = orjson.loads(orjson.dumps(obj))
-    except TypeError:
-        return copy.deepcopy(dict(obj))
-    return copied
 
 
 #: ``followed``: the record existed with another zone than this admission chose; the admission
@@ -142,7 +59,7 @@ async def ensure(decision: Decision, api: Api) -> Applied:
         try:
             await api.create(record)
             results.append(EffectResult(record["kind"], meta["name"], "created"))
-        except AlreadyExists:
+        except errors.AlreadyExists:
             existing = await api.get(
                 record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
             )
@@ -158,9 +75,9 @@ async def ensure(decision: Decision, api: Api) -> Applied:
         try:
             await api.create(policy)
             results.append(EffectResult(policy["kind"], meta["name"], "created"))
-        except AlreadyExists:
+        except errors.AlreadyExists:
             results.append(EffectResult(policy["kind"], meta["name"], "exists"))
-        except NotFound:
+        except errors.NotFound:
             results.append(EffectResult(policy["kind"], meta["name"], "skipped-crd-missing"))
             warnings.append(
                 f"podium could not create {policy['kind']} {meta['name']}: the {policy['kind']} "
@@ -174,7 +91,7 @@ async def with_budget(seconds: float, call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await asyncio.wait_for(call(), timeout=seconds)
     except TimeoutError as err:
-        raise ApiError(f"the Kubernetes API did not answer within {seconds:g}s") from err
+        raise errors.ApiError(f"the Kubernetes API did not answer within {seconds:g}s") from err
 
 
 def describe(manifest: Manifest) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import labels, policies
-from webhook.serve import effects
+from webhook.kube import errors
 from webhook.serve.audit import AuditRecord
 
 log = logging.getLogger("podium.events")
@@ -92,7 +92,7 @@ POLICY_API_VERSIONS: Mapping[str, str] = {
 }
 
 Event = dict[str, Any]
-#: Sends one Event to the apiserver; raises ``effects.ApiError`` (``AlreadyExists`` on 409).
+#: Sends one Event to the apiserver; raises ``errors.ApiError`` (``AlreadyExists`` on 409).
 Poster = Callable[[Event], Awaitable[Any]]
 
 
@@ -341,7 +341,7 @@ class EventRecorder:
             return
         try:
             await asyncio.wait_for(self.post(event), timeout=self.timeout)
-        except effects.AlreadyExists:
+        except errors.AlreadyExists:
             pass  # another replica (or an earlier post) reported it
         except TimeoutError:
             self._drop("post-failed", event, f"no answer within {self.timeout:g}s")

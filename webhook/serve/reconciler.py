@@ -37,8 +37,8 @@ from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import ClusterView
-from webhook.kube import kubeops
-from webhook.serve import audit, effects
+from webhook.kube import errors, protocols
+from webhook.serve import audit
 
 log = logging.getLogger("podium.reconciler")
 
@@ -311,7 +311,7 @@ class Reconciler:
         *,
         view: Callable[[], ClusterView],
         ready: Callable[[], bool],
-        api: kubeops.Objects,
+        api: protocols.Objects,
         settings: Settings,
         sink: audit.Sink,
         tuning: Tuning = Tuning(),
@@ -336,7 +336,7 @@ class Reconciler:
         )
         found: list[Obj] = []
         for api_version, kind in _policy_kinds(self.settings.policy_mode):
-            with contextlib.suppress(effects.NotFound):  # the CRD is not installed
+            with contextlib.suppress(errors.NotFound):  # the CRD is not installed
                 found.extend(
                     await self.api.list(
                         api_version, kind, label_selector=f"{managed},{labels.COMPONENT}=policy"
@@ -357,9 +357,9 @@ class Reconciler:
         started = time.perf_counter()
         try:
             result = await self._carry_out(action, now=now)
-        except kubeops.Conflict:
+        except errors.Conflict:
             result = "conflict"  # changed since it was listed: the next pass decides again
-        except effects.ApiError as err:
+        except errors.ApiError as err:
             result = f"failed: {err}"
         record = self._audit(action, result, now=now, started=started)
         with contextlib.suppress(Exception):
@@ -374,9 +374,9 @@ class Reconciler:
         if action.verb == "create":
             try:
                 await self.api.create(action.manifest)
-            except effects.AlreadyExists:
+            except errors.AlreadyExists:
                 return "exists"
-            except effects.NotFound:
+            except errors.NotFound:
                 return "resource-missing"
             return "created"
         try:
@@ -394,7 +394,7 @@ class Reconciler:
                 resource_version=str(meta.get("resourceVersion") or "") or None,
             )
             return "deleted"
-        except effects.NotFound:
+        except errors.NotFound:
             return "gone"
 
     async def _job_lives(self, owner: Mapping[str, Any], namespace: str) -> bool:
@@ -405,7 +405,7 @@ class Reconciler:
             job = await self.api.get(
                 str(owner.get("apiVersion")), str(owner["kind"]), namespace, str(owner["name"])
             )
-        except effects.NotFound:
+        except errors.NotFound:
             return False
         return bool(_meta(job).get("uid") == owner.get("uid"))
 

@@ -39,7 +39,7 @@ from starlette.types import Receive, Scope, Send
 from webhook.core import reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.kube import cache, kubeapi, kubeops, leader
+from webhook.kube import cache, client, leader
 from webhook.serve import admission, audit, events, reconciler, tls
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
@@ -353,7 +353,7 @@ def run(
     client_ca_file: Path | None = None,
     use_tls: bool = True,
 ) -> None:
-    """Serve admissions until SIGTERM/SIGINT. Raises ``kubeapi.ClientConfigError``, ``OSError``
+    """Serve admissions until SIGTERM/SIGINT. Raises ``client.ClientConfigError``, ``OSError``
     or ``ssl.SSLError`` when it cannot start."""
     ssl_context: ssl.SSLContext | None = None
     reloader: tls.CertReloader | None = None
@@ -364,17 +364,17 @@ def run(
             cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
         )
         reloader = tls.CertReloader(ssl_context, cert_file, key_file)
-    api_client = kubeapi.load_client(kubeconfig)
+    api_client = client.load_client(kubeconfig)
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     snapshot = ClusterView(zone_label=settings.zone_label)
-    watch_cache = cache.WatchCache(snapshot, kubeapi.KubeLister(api_client))
+    watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
     sinks: list[audit.Sink] = [audit.StreamSink()]
     if audit_file is not None:
         sinks.append(audit.FileSink(audit_file))
     meter = Metrics()
     trail = audit.BackgroundSink(audit.FanOut(sinks), on_drop=meter.audit_dropped.inc)
     recorder = events.EventRecorder(
-        kubeapi.KubeApi(api_client, timeout=events.POST_TIMEOUT).create,
+        client.KubeObjects(api_client, timeout=events.POST_TIMEOUT).create,
         instance=os.environ.get("POD_NAME") or socket.gethostname(),
         on_drop=lambda reason: meter.events_dropped.labels(reason=reason).inc(),
     )
@@ -385,12 +385,12 @@ def run(
 
     admitter = admission.Admitter(
         view=lambda: snapshot,
-        api=kubeapi.KubeApi(api_client, timeout=settings.time_budget_seconds),
+        api=client.KubeObjects(api_client, timeout=settings.time_budget_seconds),
         settings=settings,
         sink=trail,
         observe=observe,
     )
-    objects = kubeops.KubeObjects(api_client)
+    objects = client.KubeObjects(api_client)
     elector = leader.LeaderElector(
         objects, namespace=settings.own_namespace, identity=leader.default_identity()
     )
