@@ -129,3 +129,25 @@ def test_pinned_zones(spec: dict[str, Any], zones: set[str] | None) -> None:
 )
 def test_term_matching_never_raises(term: dict[str, Any], labels: dict[str, str]) -> None:
     assert selectors.term_matches(term, "n", labels) in (True, False)
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "matches"),
+    [
+        ("In", "a", True),
+        ("In", "c", False),
+        ("In", None, False),
+        ("NotIn", "c", True),
+        ("NotIn", "a", False),
+        ("NotIn", None, True),  # an absent label is in no set (pkg/labels/selector.go)
+        ("Exists", "", True),
+        ("Exists", None, False),
+        ("DoesNotExist", None, True),
+        ("DoesNotExist", "a", False),
+        ("Gt", "5", False),  # numeric operators belong to node selectors only
+        ("in", "a", False),
+        (None, "a", False),
+    ],
+)
+def test_label_selector_requirements(operator: Any, value: str | None, matches: bool) -> None:
+    assert selectors.matches_requirement(operator, value, ["a", "b"]) is matches

@@ -56,7 +56,7 @@ class World:
         policies_: list[dict[str, Any]] | None = None,
     ) -> list[Action]:
         owned = Owned(
-            records=[self.record] if records is None else records,
+            decisions=[self.record] if records is None else records,
             policies=[self.policy] if policies_ is None else policies_,
         )
         return reconciler.plan(

@@ -259,8 +259,9 @@ def _pin(
 def _recorded(view: ClusterView, namespace: str, name: str, gang_key: str) -> Record | None:
     """The gang's decision record in the view, parsed once per version of the record."""
     obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
-    record = view.derived(obj, records.parse_record) if obj is not None else None
-    return record if record is not None and record.gang == gang_key else None
+    return records.read_record(
+        obj, gang_key, parse=lambda held: view.derived(held, records.parse_record)
+    )
 
 
 def _placed_members(gang: Gang, namespace: str, view: ClusterView) -> list[zones.Placed]:

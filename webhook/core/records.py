@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.core import labels, resources
-
-#: As ``snapshot.Obj`` (the view imports this module, so it cannot import the view).
-Obj = Mapping[str, Any]
+from webhook.core.objects import Obj
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -23,9 +21,13 @@ class Record:
     demand: resources.Resources
 
 
-def read_record(obj: Obj | None, gang_key: str) -> Record | None:
-    """The decision in a record object, or None if it is absent, not podium's or another gang's."""
-    record = parse_record(obj) if obj is not None else None
+def read_record(
+    obj: Obj | None, gang_key: str, *, parse: Callable[[Obj], Record | None] | None = None
+) -> Record | None:
+    """The decision in a record object, or None if it is absent, not podium's or another gang's.
+    ``parse`` stands in for ``parse_record`` (the engine's reads it once per version of the
+    object the view holds)."""
+    record = (parse or parse_record)(obj) if obj is not None else None
     return record if record is not None and record.gang == gang_key else None
 
 

@@ -9,27 +9,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-Obj = Mapping[str, Any]
+from webhook.core.objects import Obj, as_mapping
+
+
+def matches_requirement(operator: object, value: str | None, values: Sequence[str]) -> bool:
+    """One requirement of a label selector (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``)
+    against the value of its key, None when the label is absent; any other operator matches
+    nothing (k8s.io/apimachinery ``pkg/labels/selector.go``, ``Requirement.Matches``)."""
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    return False
 
 
 def _match_expression(expr: Obj, value: str | None) -> bool:
+    """A node selector requirement: a label selector's operators, and ``Gt``/``Lt``."""
     op = expr.get("operator")
     values = [str(v) for v in expr.get("values") or []]
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
     if op in ("Gt", "Lt"):
         try:
             left, right = int(value or ""), int(values[0])
         except (ValueError, IndexError):
             return False
         return left > right if op == "Gt" else left < right
-    return False
+    return matches_requirement(op, value, values)
 
 
 def term_matches(term: Obj, node_name: str, node_labels: Mapping[str, str]) -> bool:
@@ -43,14 +51,10 @@ def term_matches(term: Obj, node_name: str, node_labels: Mapping[str, str]) -> b
     )
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def required_terms(spec: Obj) -> list[Obj] | None:
     """The pod's required nodeSelectorTerms (the well-formed ones), or None when it has none."""
-    affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
-    required = _mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    affinity = as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = as_mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = required.get("nodeSelectorTerms")
     if not isinstance(terms, list):
         return None

@@ -32,7 +32,15 @@ from typing import Any, TypeVar
 import orjson
 
 from webhook.core import labels, records, resources, selectors
-from webhook.core.objects import EventType, Obj, ObjectKey, group_of, key_of, parse_time
+from webhook.core.objects import (
+    EventType,
+    Obj,
+    ObjectKey,
+    controller_ref,
+    group_of,
+    key_of,
+    parse_time,
+)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -217,18 +225,17 @@ class PodRecord:
         return obj
 
 
-def _controller_tuple(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
-    refs = meta.get("ownerReferences")
-    if not isinstance(refs, list):
+def _controller_tuple(pod: Obj) -> tuple[str, str, str, str] | None:
+    ref = controller_ref(pod) or {}
+    api_version, kind, name, uid = (ref.get(f) for f in ("apiVersion", "kind", "name", "uid"))
+    if not (
+        isinstance(api_version, str)
+        and isinstance(kind, str)
+        and isinstance(name, str)
+        and isinstance(uid, str)
+    ):
         return None
-    for ref in refs:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            fields = (ref.get("apiVersion"), ref.get("kind"), ref.get("name"), ref.get("uid"))
-            if all(isinstance(f, str) for f in fields):
-                api_version, kind, name, uid = fields
-                return (_intern(api_version), _intern(kind), _intern(name), _intern(uid))
-            return None
-    return None
+    return _intern(api_version), _intern(kind), _intern(name), _intern(uid)
 
 
 def _ready(conditions: object) -> str | None:
@@ -370,8 +377,9 @@ class ClusterView:
             self._by_uid[str(uid)] = key
         if key[:2] == ("", "ConfigMap") and _is_record(obj):
             self._records[key] = obj
-            decided = parse_time((obj.get("data") or {}).get("decidedAt"))
-            if decided is not None:
+            decided_at = parse_time((obj.get("data") or {}).get("decidedAt"))
+            if decided_at is not None:
+                decided = decided_at.timestamp()
                 self._record_time[key] = decided
                 bisect.insort(self._record_order, (decided, key))
                 record = self.derived(obj, records.parse_record)
@@ -414,7 +422,7 @@ class ClusterView:
             phase=_intern(phase) if isinstance(phase, str) else None,
             ready=_ready(status.get("conditions")),
             requests=self._requests(spec),
-            controller=_controller_tuple(meta),
+            controller=_controller_tuple(pod),
             labels=_kept_strings(meta.get("labels")),
             annotations=_kept_strings(meta.get("annotations")),
             env=_kept_env(spec),

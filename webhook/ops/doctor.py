@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, labels, policies
+from webhook.core import adapters, labels, policies, selectors
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import PolicyMode, Settings
@@ -161,17 +161,9 @@ def selects(selector: Any, endpoint: Mapping[str, str]) -> bool:
     for expr in selector.get("matchExpressions") or []:
         if not isinstance(expr, Mapping):
             return False
-        key = _strip_source(str(expr.get("key") or ""))
-        value = endpoint.get(key)
+        value = endpoint.get(_strip_source(str(expr.get("key") or "")))
         values = [str(v) for v in expr.get("values") or []]
-        op = expr.get("operator")
-        ok = {
-            "In": value is not None and value in values,
-            "NotIn": value is None or value not in values,
-            "Exists": value is not None,
-            "DoesNotExist": value is None,
-        }.get(str(op), False)
-        if not ok:
+        if not selectors.matches_requirement(expr.get("operator"), value, values):
             return False
     return True
 

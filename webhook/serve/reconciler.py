@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from webhook.core import adapters, labels, policies
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import ClusterView
@@ -67,7 +67,7 @@ class Tuning:
 class Owned:
     """podium's objects as listed from the apiserver (fresh, with their resourceVersions)."""
 
-    records: Sequence[Obj] = ()
+    decisions: Sequence[Obj] = ()
     policies: Sequence[Obj] = ()
 
 
@@ -97,17 +97,9 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _time(value: Any) -> datetime | None:
-    try:
-        at = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
-
-
 def _owner(obj: Obj) -> Mapping[str, Any]:
-    refs = _meta(obj).get("ownerReferences") or []
-    return refs[0] if refs and isinstance(refs[0], Mapping) else {}
+    """The job, which podium's objects name as their one (non-controller) owner."""
+    return next(owner_references(obj), {})
 
 
 def _job_uid(obj: Obj) -> str:
@@ -139,7 +131,7 @@ def plan(
     """What to do about every gang that has a podium object or a pod carrying its label, decided
     from the objects, the pods carrying the gang's label and the jobs in ``view``."""
     groups: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
-    for obj in (*owned.records, *owned.policies):
+    for obj in (*owned.decisions, *owned.policies):
         gang = (_meta(obj).get("labels") or {}).get(labels.JOB)
         if gang:
             groups[(str(_meta(obj).get("namespace") or ""), str(gang))].append(obj)
@@ -282,13 +274,13 @@ def _orphan(
     act: Callable[[Verb, str, str, Manifest, Manifest | None], Action],
 ) -> Action | None:
     meta = _meta(obj)
-    since = _time((meta.get("annotations") or {}).get(ORPHAN_SINCE))
+    since = parse_time((meta.get("annotations") or {}).get(ORPHAN_SINCE))
     if since is not None:
         if (now - since).total_seconds() >= tuning.grace_seconds:
             detail = f"{detail} (orphaned since {since.isoformat()})"
             return act("delete", reason, detail, dict(obj), None)
         return None
-    created = _time(meta.get("creationTimestamp"))
+    created = parse_time(meta.get("creationTimestamp"))
     if created is not None and (now - created).total_seconds() < tuning.grace_seconds:
         return None  # in flight: its pods may still be on their way
     mark = _annotate(obj, now.astimezone(UTC).isoformat(timespec="seconds"))
@@ -329,7 +321,7 @@ class Reconciler:
 
     async def list_owned(self) -> Owned:
         managed = f"{labels.MANAGED_BY}={labels.MANAGER}"
-        records = await self.api.list(
+        decisions = await self.api.list(
             policies.RECORD_API_VERSION,
             policies.RECORD_KIND,
             label_selector=f"{managed},{labels.COMPONENT}=decision",
@@ -342,7 +334,7 @@ class Reconciler:
                         api_version, kind, label_selector=f"{managed},{labels.COMPONENT}=policy"
                     )
                 )
-        return Owned(records=records, policies=found)
+        return Owned(decisions=decisions, policies=found)
 
     async def run_once(self) -> list[audit.AuditRecord]:
         """One pass; the audit records of what it did. Nothing when not leading or not synced."""

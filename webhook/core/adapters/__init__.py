@@ -9,11 +9,11 @@ first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from webhook.core.adapters import jobset, kuberay, lws, mpi, trainingoperator, volcano
 from webhook.core.adapters.base import Adapter, Gang, is_label_value
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, is_mapping
 from webhook.core.view import ClusterView
 
 ADAPTERS: Sequence[Adapter] = (
@@ -27,7 +27,7 @@ ADAPTERS: Sequence[Adapter] = (
 
 
 def recognise(pod: Obj, namespace: str, view: ClusterView) -> Gang | None:
-    if not (type(pod) is dict or isinstance(pod, Mapping)):
+    if not is_mapping(pod):
         return None
     for adapter in ADAPTERS:
         gang = adapter.recognise(pod, namespace, view)

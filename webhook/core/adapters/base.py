@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from webhook.core import resources
-from webhook.core.objects import Obj, group_of
+from webhook.core.objects import Obj, as_list, as_mapping, controller_ref, group_of
 from webhook.core.view import ClusterView
 
 DemandSource = Literal["job", "env", "labels", "pod"]
@@ -115,18 +114,6 @@ def is_label_value(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
-def as_mapping(value: object) -> Mapping[str, Any]:
-    # ``type(...) is dict`` first: parsed JSON is plain dicts; an ABC check costs ten times more.
-    return value if type(value) is dict or isinstance(value, Mapping) else _NONE
-
-
-_NONE: Mapping[str, Any] = types.MappingProxyType({})
-
-
-def as_list(value: object) -> Sequence[Any]:
-    return value if isinstance(value, list | tuple) else ()
-
-
 def metadata_of(obj: object) -> Mapping[str, Any]:
     return as_mapping(as_mapping(obj).get("metadata"))
 
@@ -172,14 +159,7 @@ def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, A
     Only a well-formed reference counts: string kind, name and apiVersion, and a UID that is a
     valid label value (every Kubernetes UID is), since the UID becomes the gang key.
     """
-    ref = next(
-        (
-            r
-            for r in as_list(metadata_of(obj).get("ownerReferences"))
-            if as_mapping(r).get("controller") is True
-        ),
-        None,
-    )
+    ref = controller_ref(obj)
     if ref is None:
         return None
     kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")

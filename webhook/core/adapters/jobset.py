@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, as_list, as_mapping
 from webhook.core.view import ClusterView
 
 GROUP = "jobset.x-k8s.io"
@@ -65,7 +65,7 @@ class JobSetAdapter:
         index = base.annotations_of(pod).get(COMPLETION_INDEX) or pod_labels.get(COMPLETION_INDEX)
         position = (pod_labels.get(REPLICATED_JOB), pod_labels.get(JOB_INDEX), index)
         trainjob = base.controller(jobset, TRAINJOB_GROUP, (TRAINJOB_KIND,)) if jobset else None
-        spec = base.as_mapping((jobset or {}).get("spec"))
+        spec = as_mapping((jobset or {}).get("spec"))
         if jobset is not None:
             coordinator = position == _coordinator_of(spec, trainjob=trainjob is not None)
         else:
@@ -99,15 +99,15 @@ def _jobset_ref(
 
 
 def _coordinator_of(spec: Mapping[str, Any], *, trainjob: bool) -> Position:
-    chosen = base.as_mapping(spec.get("coordinator"))
+    chosen = as_mapping(spec.get("coordinator"))
     if isinstance(chosen.get("replicatedJob"), str):
         job_index = base.parse_count(chosen.get("jobIndex"), 0)
         pod_index = base.parse_count(chosen.get("podIndex"), 0)
         return chosen["replicatedJob"], _str(job_index), _str(pod_index)
     names = [
         name
-        for rjob in base.as_list(spec.get("replicatedJobs"))
-        if isinstance(name := base.as_mapping(rjob).get("name"), str)
+        for rjob in as_list(spec.get("replicatedJobs"))
+        if isinstance(name := as_mapping(rjob).get("name"), str)
     ]
     preferred = [n for n in ("launcher", "node") if n in names] if trainjob else []
     first = next(iter(preferred or names), None)
@@ -131,9 +131,9 @@ def _looks_like_coordinator(pod: Obj, jobset_name: str, position: Position) -> b
 
 def _groups(jobset: Obj) -> tuple[base.PodGroup | None, ...]:
     groups = []
-    for item in base.as_list(base.as_mapping(jobset.get("spec")).get("replicatedJobs")):
-        rjob = base.as_mapping(item)
-        job_spec = base.as_mapping(base.as_mapping(rjob.get("template")).get("spec"))
+    for item in as_list(as_mapping(jobset.get("spec")).get("replicatedJobs")):
+        rjob = as_mapping(item)
+        job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))
         replicas = base.parse_count(rjob.get("replicas"), 1)
         parallelism = base.parse_count(job_spec.get("parallelism"), 1)
         if replicas is not None and parallelism is not None:

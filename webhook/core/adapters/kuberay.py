@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, as_list, as_mapping
 from webhook.core.view import ClusterView
 
 GROUP = "ray.io"
@@ -53,14 +53,14 @@ class KubeRayAdapter:
 
 
 def _groups(cluster: Obj) -> tuple[base.PodGroup | None, ...]:
-    spec = base.as_mapping(cluster.get("spec"))
-    head = base.as_mapping(spec.get("headGroupSpec"))
+    spec = as_mapping(cluster.get("spec"))
+    head = as_mapping(spec.get("headGroupSpec"))
     head_group = base.template_group(head.get("template"), 1) if head else None
-    return (head_group, *(_workers(g) for g in base.as_list(spec.get("workerGroupSpecs"))))
+    return (head_group, *(_workers(g) for g in as_list(spec.get("workerGroupSpecs"))))
 
 
 def _workers(group: Any) -> base.PodGroup | None:
-    group = base.as_mapping(group)
+    group = as_mapping(group)
     low = base.parse_count(group.get("minReplicas"), 0)
     high = base.parse_count(group.get("maxReplicas"), MAX_REPLICAS)
     hosts = base.parse_count(group.get("numOfHosts"), 1)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, as_mapping
 from webhook.core.view import ClusterView
 
 GROUP = "leaderworkerset.x-k8s.io"
@@ -53,7 +53,7 @@ class LeaderWorkerSetAdapter:
         if not base.is_label_value(key):
             return None
         worker = pod_labels.get(WORKER_INDEX)
-        demand, source = _demand(base.as_mapping(lws.get("spec")), pod)
+        demand, source = _demand(as_mapping(lws.get("spec")), pod)
         return base.Gang(
             framework="leaderworkerset",
             owner=base.OwnerRef.from_object(lws),
@@ -91,7 +91,7 @@ def _demand(
     spec: Mapping[str, Any], pod: Obj
 ) -> tuple[tuple[base.PodGroup, ...], base.DemandSource]:
     """One group: the leader (its own template, else the worker one) and ``size - 1`` workers."""
-    lwt = base.as_mapping(spec.get("leaderWorkerTemplate"))
+    lwt = as_mapping(spec.get("leaderWorkerTemplate"))
     size = base.parse_count(lwt.get("size"), 1)
     worker = lwt.get("workerTemplate")
     if size:

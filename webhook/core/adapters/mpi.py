@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, as_mapping
 from webhook.core.view import ClusterView
 
 GROUP = "kubeflow.org"
@@ -94,11 +94,11 @@ def _launcher_owner(
 
 
 def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
-    specs = base.as_mapping(base.as_mapping(job.get("spec")).get("mpiReplicaSpecs"))
+    specs = as_mapping(as_mapping(job.get("spec")).get("mpiReplicaSpecs"))
     return tuple(_group(specs.get(rtype), default) for rtype, default in DEFAULT_REPLICAS.items())
 
 
 def _group(spec: object, default_replicas: int) -> base.PodGroup | None:
-    spec = base.as_mapping(spec)
+    spec = as_mapping(spec)
     replicas = base.parse_count(spec.get("replicas"), default_replicas)
     return None if replicas is None else base.template_group(spec.get("template"), replicas)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, as_mapping
 from webhook.core.view import ClusterView
 
 GROUP = "kubeflow.org"
@@ -63,7 +63,7 @@ class TrainingOperatorAdapter:
 
 def _specs(job: Obj) -> Mapping[str, Any]:
     field = KINDS.get(str(job.get("kind")), ("",))[0]
-    return base.as_mapping(base.as_mapping(job.get("spec")).get(field))
+    return as_mapping(as_mapping(job.get("spec")).get(field))
 
 
 def _replica_types(job: Obj) -> frozenset[str]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, as_list, as_mapping
 from webhook.core.view import ClusterView
 
 GROUP = "batch.volcano.sh"
@@ -45,8 +45,8 @@ class VolcanoAdapter:
         index = pod_labels.get(TASK_INDEX) or pod_annotations.get(TASK_INDEX)
         if index is None and task:
             index = _index_from_name(pod, f"{owner.name}-{task}-")
-        spec = base.as_mapping((job or {}).get("spec"))
-        tasks = [base.as_mapping(t) for t in base.as_list(spec.get("tasks"))]
+        spec = as_mapping((job or {}).get("spec"))
+        tasks = [as_mapping(t) for t in as_list(spec.get("tasks"))]
         if job is not None:
             coordinator_task = _coordinator_task(tasks)
         else:
@@ -80,8 +80,8 @@ def _coordinator_task(tasks: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:
-    tasks = base.as_list(base.as_mapping(job.get("spec")).get("tasks"))
-    return tuple(_group(base.as_mapping(t)) for t in tasks)
+    tasks = as_list(as_mapping(job.get("spec")).get("tasks"))
+    return tuple(_group(as_mapping(t)) for t in tasks)
 
 
 def _group(task: Mapping[str, Any]) -> base.PodGroup | None:
