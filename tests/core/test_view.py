@@ -142,21 +142,34 @@ def test_pods_with_the_same_requests_share_one_parsed_requests_dict() -> None:
     assert c.requests == {GPU: 3, resources.PODS: 1}
 
 
+ADAPTER_MODULES = [trainingoperator, mpi, jobset, lws, volcano, kuberay]
+
+
 def _label_constants(module: Any) -> set[str]:
+    """The label and annotation keys a module names (``domain/name``, not an API version)."""
+    api_versions = {kind.api_version for kind in adapters.KINDS}
     return {
         v
         for k, v in inspect.getmembers(module)
-        if k.isupper() and isinstance(v, str) and "/" in v and "." in v.split("/")[0]
+        if k.isupper()
+        and isinstance(v, str)
+        and "/" in v
+        and "." in v.split("/")[0]
+        and v not in api_versions
     }
 
 
-@pytest.mark.parametrize("module", [trainingoperator, mpi, jobset, lws, volcano, kuberay])
-def test_every_label_an_adapter_reads_is_kept(module: Any) -> None:
-    keys = _label_constants(module) - {
-        getattr(module, "API_VERSION", ""),
-        "batch.volcano.sh/v1alpha1",
-    }
+def _reads(module: Any) -> base.Reads:
+    (adapter,) = (a for a in adapters.ADAPTERS if type(a).__module__ == module.__name__)
+    return adapter.reads
+
+
+@pytest.mark.parametrize("module", ADAPTER_MODULES)
+def test_every_label_an_adapter_reads_is_declared_and_kept(module: Any) -> None:
+    keys = _label_constants(module)
+    reads = _reads(module)
     assert keys
+    assert all(key.startswith(reads.pod_prefixes) or key in reads.pod_keys for key in keys)
     pod = PodBuilder(NS, name="p").bound("n1").obj()
     pod["metadata"]["labels"] = dict.fromkeys(keys, "v")
     pod["metadata"]["annotations"] = dict.fromkeys(keys, "v")
@@ -166,19 +179,30 @@ def test_every_label_an_adapter_reads_is_kept(module: Any) -> None:
     assert set(kept["metadata"]["annotations"]) == keys
 
 
-def test_member_labels_are_indexed_and_coordinator_env_is_kept() -> None:
-    member_keys = {
-        trainingoperator.JOB_NAME,
-        mpi.JOB_NAME,
-        jobset.NAME,
-        lws.NAME,
-        volcano.JOB_NAME,
-        kuberay.CLUSTER,
-        labels.JOB,
-    }
-    assert member_keys <= INDEXED_LABELS
+@pytest.mark.parametrize("module", ADAPTER_MODULES)
+def test_member_labels_are_indexed(module: Any) -> None:
+    reads = _reads(module)
+    assert reads.member_labels
+    assert reads.member_labels <= INDEXED_LABELS
+    assert labels.JOB in INDEXED_LABELS
+
+
+def test_the_env_adapters_read_is_kept() -> None:
     env_names = {*inspect.signature(base.env_world).parameters["names"].default}
     assert {*env_names, *jobset.MASTER_ENV, lws.GROUP_SIZE_ENV} <= KEPT_ENV
+
+
+@pytest.mark.parametrize(
+    ("pod", "objects"),
+    [(pod, objects) for _, _, pod, objects in SAMPLES],
+    ids=[s[1] for s in SAMPLES],
+)
+def test_a_gangs_members_are_found_through_the_label_index(
+    pod: dict[str, Any], objects: list[dict[str, Any]]
+) -> None:
+    gang = adapters.recognise(pod, NS, view(*objects))
+    assert gang is not None
+    assert not gang.member_labels or set(gang.member_labels) & INDEXED_LABELS
 
 
 @pytest.mark.parametrize(

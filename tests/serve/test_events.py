@@ -308,26 +308,13 @@ def test_kubernetes_network_policies_are_reported_too(now: datetime) -> None:
     assert policy["related"]["apiVersion"] == "networking.k8s.io/v1"
 
 
-@pytest.mark.parametrize(
-    ("framework", "kind", "api_version"),
-    [
-        ("trainjob", "TrainJob", "trainer.kubeflow.org/v1alpha1"),
-        ("jobset", "JobSet", "jobset.x-k8s.io/v1alpha2"),
-        ("leaderworkerset", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"),
-        ("volcanojob", "Job", "batch.volcano.sh/v1alpha1"),
-        ("raycluster", "RayCluster", "ray.io/v1"),
-        ("mpijob", "MPIJob", None),  # v1 or v2beta1: the record does not say
-    ],
-)
-def test_regarding_names_the_jobs_api_version_where_it_is_unambiguous(
-    framework: str, kind: str, api_version: str | None, now: datetime
-) -> None:
-    job = {"framework": framework, "kind": kind, "name": "j", "uid": "u", "gang": "u"}
+def test_regarding_names_the_jobs_api_version_from_the_record(now: datetime) -> None:
+    job = {"framework": "mpijob", "kind": "MPIJob", "name": "j", "uid": "u", "gang": "u"}
     (pinned, _) = events.build(record(job=job), instance="i", now=now)
-    assert pinned["regarding"].get("apiVersion") == api_version
-    with_version = {**job, "apiVersion": "example.com/v9"}
+    assert "apiVersion" not in pinned["regarding"]  # kubectl matches kind, name and uid
+    with_version = {**job, "apiVersion": "kubeflow.org/v2beta1"}
     (pinned, _) = events.build(record(job=with_version), instance="i", now=now)
-    assert pinned["regarding"]["apiVersion"] == "example.com/v9"
+    assert pinned["regarding"]["apiVersion"] == "kubeflow.org/v2beta1"
 
 
 def test_long_names_and_notes_stay_within_the_apiservers_limits(now: datetime) -> None:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from webhook.core import labels, records, resources, selectors
+from webhook.core import adapters, labels, records, resources, selectors
 from webhook.core.objects import (
     EventType,
     Obj,
@@ -44,33 +44,14 @@ from webhook.core.objects import (
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
-#: Label and annotation keys kept on pods: podium's own, and every framework label an adapter
-#: reads from a pod (``tests/core/test_view.py`` checks each adapter's keys against these).
-KEPT_PREFIXES = (
-    labels.PREFIX,
-    "training.kubeflow.org/",
-    "jobset.sigs.k8s.io/",
-    "leaderworkerset.sigs.k8s.io/",
-    "volcano.sh/",
-    "ray.io/",
-)
-KEPT_KEYS = frozenset({"batch.kubernetes.io/job-completion-index"})
-#: Env values adapters read literally: world sizes and the coordinator's address.
-KEPT_ENV = frozenset(
-    {"PET_NNODES", "WORLD_SIZE", "PET_MASTER_ADDR", "MASTER_ADDR", "LWS_GROUP_SIZE"}
-)
+#: Label and annotation keys kept on pods: podium's own, and every framework label, annotation
+#: and env value an adapter reads from a pod (``adapters.base.Reads``).
+KEPT_PREFIXES = (labels.PREFIX, *adapters.POD_PREFIXES)
+KEPT_KEYS = adapters.POD_KEYS
+KEPT_ENV = adapters.POD_ENV
 #: Labels that name all members of a gang (``Gang.member_labels``, podium's trusted label): pods
 #: are indexed by (namespace, key, value) on these, so finding a gang's members reads only them.
-INDEXED_LABELS = frozenset(
-    {
-        labels.JOB,
-        "training.kubeflow.org/job-name",
-        "jobset.sigs.k8s.io/jobset-name",
-        "leaderworkerset.sigs.k8s.io/name",
-        "volcano.sh/job-name",
-        "ray.io/cluster",
-    }
-)
+INDEXED_LABELS = frozenset({labels.JOB, *adapters.MEMBER_LABELS})
 #: How many distinct scheduling constraints keep a cached set of candidate nodes.
 CANDIDATE_CACHE_SIZE = 16
 _EMPTY: Mapping[str, str] = {}

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from webhook.core import adapters
 from webhook.core.objects import EventType, Obj
 from webhook.core.view import ClusterView
 from webhook.kube import errors
@@ -39,24 +40,14 @@ log = logging.getLogger("podium.cache")
 
 MANAGED = "app.kubernetes.io/managed-by=podium"
 
-#: Everything a decision reads: the cluster's shape, the jobs that own training pods, and
+#: Everything a decision reads: the cluster's shape, what the framework adapters read (the jobs
+#: that own training pods and the objects between; each adapter declares its own), and
 #: podium's own records and policies.
 WATCHED: tuple[Resource, ...] = (
     Resource("v1", "Namespace", "namespaces", namespaced=False),
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("v1", "Pod", "pods"),
-    *(
-        Resource("kubeflow.org/v1", kind, kind.lower() + "s")
-        for kind in ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")
-    ),
-    Resource("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),
-    Resource("batch/v1", "Job", "jobs"),
-    Resource("apps/v1", "StatefulSet", "statefulsets"),
-    Resource("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
-    Resource("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs"),
-    Resource("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets"),
-    Resource("batch.volcano.sh/v1alpha1", "Job", "jobs"),
-    Resource("ray.io/v1", "RayCluster", "rayclusters"),
+    *(Resource(k.api_version, k.kind, k.plural, namespaced=k.namespaced) for k in adapters.KINDS),
     Resource("v1", "ConfigMap", "configmaps", label_selector=MANAGED),
     Resource(
         "cilium.io/v2", "CiliumNetworkPolicy", "ciliumnetworkpolicies", label_selector=MANAGED

@@ -71,21 +71,6 @@ REMEMBERED = 4096
 #: Seconds one POST may take.
 POST_TIMEOUT = 2.0
 
-#: Job kinds → apiVersion, for records that do not carry the job's apiVersion. MPIJob is served
-#: as kubeflow.org/v1 (training-operator) and v2beta1 (mpi-operator): left out, ``regarding`` then
-#: has no apiVersion (kubectl matches events by kind, name, namespace and uid).
-JOB_API_VERSIONS: Mapping[tuple[str, str], str] = {
-    **{
-        ("", kind): "kubeflow.org/v1"
-        for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
-    },
-    ("", "TrainJob"): "trainer.kubeflow.org/v1alpha1",
-    ("", "JobSet"): "jobset.x-k8s.io/v1alpha2",
-    ("", "LeaderWorkerSet"): "leaderworkerset.x-k8s.io/v1",
-    ("", "RayCluster"): "ray.io/v1",
-    ("volcanojob", "Job"): "batch.volcano.sh/v1alpha1",
-}
-
 POLICY_API_VERSIONS: Mapping[str, str] = {
     policies.CILIUM_KIND: policies.CILIUM_API_VERSION,
     policies.K8S_POLICY_KIND: policies.K8S_POLICY_API_VERSION,
@@ -94,14 +79,6 @@ POLICY_API_VERSIONS: Mapping[str, str] = {
 Event = dict[str, Any]
 #: Sends one Event to the apiserver; raises ``errors.ApiError`` (``AlreadyExists`` on 409).
 Poster = Callable[[Event], Awaitable[Any]]
-
-
-def _job_api_version(job: Mapping[str, Any]) -> str | None:
-    if job.get("apiVersion"):
-        return str(job["apiVersion"])
-    kind = str(job.get("kind") or "")
-    framework = str(job.get("framework") or "")
-    return JOB_API_VERSIONS.get((framework, kind)) or JOB_API_VERSIONS.get(("", kind))
 
 
 def _event_name(base: str, suffix: str) -> str:
@@ -132,8 +109,8 @@ def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
     kind, name = str(job.get("kind") or ""), str(job["name"])
     base = labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or ""))
     regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
-    if api_version := _job_api_version(job):
-        regarding["apiVersion"] = api_version
+    if job.get("apiVersion"):  # every admission's record names it
+        regarding["apiVersion"] = str(job["apiVersion"])
     if job.get("uid"):
         regarding["uid"] = str(job["uid"])
     display = f"{kind}/{name}"

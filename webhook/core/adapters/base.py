@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from webhook.core import resources
 from webhook.core.objects import Obj, as_list, as_mapping, controller_ref, group_of
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 DemandSource = Literal["job", "env", "labels", "pod"]
 
@@ -46,6 +48,42 @@ class OwnerRef:
             str(meta.get("name", "")),
             str(meta.get("uid", "")),
         )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Kind:
+    """A kind of object an adapter reads from the view: the watch cache lists and watches it."""
+
+    api_version: str
+    kind: str
+    #: The resource name in the API path (``pytorchjobs``).
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def group(self) -> str:
+        return group_of(self.api_version)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Reads:
+    """What an adapter reads besides the pod under review, declared once: the watch cache
+    watches ``kinds``; the view keeps of every *other* pod only the labels and annotations
+    under ``pod_prefixes`` or named in ``pod_keys`` and the literal values of the ``pod_env``
+    variables, and indexes pods by ``member_labels`` (those that name a gang's members,
+    ``Gang.member_labels``). Pods themselves are always in the view."""
+
+    kinds: tuple[Kind, ...]
+    pod_prefixes: tuple[str, ...]
+    pod_keys: frozenset[str] = frozenset()
+    pod_env: frozenset[str] = frozenset()
+    member_labels: frozenset[str]
+
+
+#: The batch Jobs between a pod and its JobSet, or an MPIJob's launcher.
+BATCH_JOB = Kind("batch/v1", "Job", "jobs")
+#: Env with the gang's pod count, which ``fallback_demand`` reads for every framework.
+WORLD_SIZE_ENV = ("PET_NNODES", "WORLD_SIZE")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,6 +134,7 @@ class Adapter(Protocol):
     """Recognise a pod of one framework; return None for pods of any other framework."""
 
     name: str
+    reads: Reads
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> Gang | None: ...
 
@@ -244,7 +283,7 @@ def template_group(template: Obj | None, count: Any) -> PodGroup | None:
     return PodGroup(n, requests_of(template.get("spec")))
 
 
-def env_world(pod: Obj, names: Sequence[str] = ("PET_NNODES", "WORLD_SIZE")) -> int | None:
+def env_world(pod: Obj, names: Sequence[str] = WORLD_SIZE_ENV) -> int | None:
     """The gang's pod count from launcher env (``PET_NNODES``, ``WORLD_SIZE``), if set literally."""
     for container in as_list(as_mapping(pod.get("spec")).get("containers")):
         env = {

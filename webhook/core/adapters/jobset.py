@@ -26,15 +26,18 @@ coordinatorEndpoint); kubeflow/trainer ``pkg/constants/constants.go`` (``node``,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_list, as_mapping
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
+TRAINJOB_API_VERSION = "trainer.kubeflow.org/v1alpha1"
 TRAINJOB_GROUP = "trainer.kubeflow.org"
 TRAINJOB_KIND = "TrainJob"
 NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -53,6 +56,17 @@ Position = tuple[str | None, str | None, str | None]  # (replicated job, job ind
 
 class JobSetAdapter:
     name = "jobset"
+    reads = base.Reads(
+        kinds=(
+            base.Kind(API_VERSION, KIND, "jobsets"),
+            base.BATCH_JOB,
+            base.Kind(TRAINJOB_API_VERSION, TRAINJOB_KIND, "trainjobs"),
+        ),
+        pod_prefixes=("jobset.sigs.k8s.io/",),
+        pod_keys=frozenset({COMPLETION_INDEX}),
+        pod_env=frozenset(MASTER_ENV),
+        member_labels=frozenset({NAME}),
+    )
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         batch_job = base.controller(pod, "batch", ("Job",))

@@ -14,13 +14,16 @@ Source: ray-project/kuberay ``ray-operator/controllers/ray/utils/constant.go`` a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_list, as_mapping
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 GROUP = "ray.io"
+API_VERSION = "ray.io/v1"
 KIND = "RayCluster"
 CLUSTER = "ray.io/cluster"
 NODE_TYPE = "ray.io/node-type"
@@ -29,6 +32,11 @@ MAX_REPLICAS = 2**31 - 1
 
 class KubeRayAdapter:
     name = "kuberay"
+    reads = base.Reads(
+        kinds=(base.Kind(API_VERSION, KIND, "rayclusters"),),
+        pod_prefixes=("ray.io/",),
+        member_labels=frozenset({CLUSTER}),
+    )
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))

@@ -18,11 +18,13 @@ Source: kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_mapping
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 GROUP = "leaderworkerset.x-k8s.io"
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -32,10 +34,18 @@ GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 #: Env LWS injects into every container: the number of pods in the group.
 GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+STATEFUL_SET = base.Kind("apps/v1", "StatefulSet", "statefulsets")
 
 
 class LeaderWorkerSetAdapter:
     name = "leaderworkerset"
+    reads = base.Reads(
+        # The chain also passes through the leader pod, which the view always holds.
+        kinds=(base.Kind(API_VERSION, KIND, "leaderworkersets"), STATEFUL_SET),
+        pod_prefixes=("leaderworkerset.sigs.k8s.io/",),
+        pod_env=frozenset({GROUP_SIZE_ENV}),
+        member_labels=frozenset({NAME}),
+    )
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         sts = base.controller(pod, "apps", ("StatefulSet",))

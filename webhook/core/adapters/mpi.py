@@ -16,11 +16,13 @@ for the Launcher and to 0 for Workers).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_mapping
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v2beta1"
@@ -34,6 +36,11 @@ DEFAULT_REPLICAS: Mapping[str, int] = {"Launcher": 1, "Worker": 0}
 
 class MPIOperatorAdapter:
     name = "mpi-operator"
+    reads = base.Reads(
+        kinds=(base.Kind(API_VERSION, KIND, "mpijobs"), base.BATCH_JOB),
+        pod_prefixes=("training.kubeflow.org/",),
+        member_labels=frozenset({JOB_NAME}),
+    )
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))

@@ -8,13 +8,16 @@ coordinator. The operator creates all replica types in one pass, so the coordina
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_mapping
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 GROUP = "kubeflow.org"
+API_VERSION = "kubeflow.org/v1"
 JOB_NAME = "training.kubeflow.org/job-name"
 REPLICA_TYPE = "training.kubeflow.org/replica-type"
 REPLICA_INDEX = "training.kubeflow.org/replica-index"
@@ -35,10 +38,15 @@ _KIND_NAMES = tuple(KINDS)
 
 class TrainingOperatorAdapter:
     name = "training-operator"
+    reads = base.Reads(
+        kinds=tuple(base.Kind(API_VERSION, kind, kind.lower() + "s") for kind in KINDS),
+        pod_prefixes=("training.kubeflow.org/",),
+        member_labels=frozenset({JOB_NAME}),
+    )
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, _KIND_NAMES)
-        if ref is None or not str(ref.get("apiVersion", "")).endswith("/v1"):
+        if ref is None or ref.get("apiVersion") != API_VERSION:
             return None
         kind = str(ref["kind"])
         labels = base.labels_of(pod)

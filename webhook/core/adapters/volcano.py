@@ -17,13 +17,16 @@ volcano-sh/apis ``pkg/apis/batch/v1alpha1/labels.go``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_list, as_mapping
-from webhook.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from webhook.core.view import ClusterView
 
 GROUP = "batch.volcano.sh"
+API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
 JOB_NAME = "volcano.sh/job-name"
 TASK_SPEC = "volcano.sh/task-spec"
@@ -33,6 +36,11 @@ COORDINATOR_TASKS = ("master", "chief", "launcher", "leader", "head")
 
 class VolcanoAdapter:
     name = "volcano"
+    reads = base.Reads(
+        kinds=(base.Kind(API_VERSION, KIND, "jobs"),),
+        pod_prefixes=("volcano.sh/",),
+        member_labels=frozenset({JOB_NAME}),
+    )
 
     def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
