@@ -67,8 +67,6 @@ class Settings:
     orphan_grace_seconds: float = 120.0
     #: Seconds between two reconciler passes (of the elected replica).
     reconcile_interval_seconds: float = 30.0
-    #: Name of the webhook as registered (prefix of auditAnnotations in the apiserver audit log).
-    webhook_name: str = "pods.podium.dev"
 
     def skips_namespace(self, namespace: str) -> bool:
         return namespace == self.own_namespace or namespace in self.excluded_namespaces

@@ -5,7 +5,7 @@ The same class serves the offline ``podium review`` (built from a list of object
 a cluster at the official scale limits (5,000 nodes, 150,000 pods) fits in well under 200 MiB:
 
 * a node as a ``NodeInfo`` (zone, labels, allocatable, usable, taints), not the node object;
-* a pod as a ``PodRecord``: identity, node, phase, requests, controller reference, and only the
+* a pod as a ``PodSummary``: identity, node, phase, requests, controller reference, and only the
   labels, annotations and env values podium's adapters read from *other* pods (``KEPT_*``). The
   pod object podium admits comes from the review, never from here;
 * everything else (namespaces, job objects, batch Jobs, StatefulSets, podium's records and
@@ -124,7 +124,7 @@ class NodeInfo:
         }
 
 
-class PodRecord:
+class PodSummary:
     """What the view keeps of a pod: ~0.5 KiB instead of the ~20 KiB of the pod object."""
 
     __slots__ = (
@@ -302,10 +302,10 @@ class ClusterView:
         #: Every object that is neither a pod nor a node, as it came.
         self._objects: dict[ObjectKey, Obj] = {}
         self._by_uid: dict[str, ObjectKey] = {}
-        self._pods: dict[str, dict[str, PodRecord]] = defaultdict(dict)
-        self._pod_by_uid: dict[str, PodRecord] = {}
+        self._pods: dict[str, dict[str, PodSummary]] = defaultdict(dict)
+        self._pod_by_uid: dict[str, PodSummary] = {}
         #: (namespace, label key, value) → pods by name, for ``INDEXED_LABELS``.
-        self._pod_index: dict[tuple[str, str, str], dict[str, PodRecord]] = {}
+        self._pod_index: dict[tuple[str, str, str], dict[str, PodSummary]] = {}
         self._nodes: dict[str, NodeInfo] = {}
         self._used: dict[str, resources.Resources] = defaultdict(dict)
         #: Requests of bound, running pods per podium gang label value.
@@ -390,12 +390,12 @@ class ClusterView:
 
     # -- pods
 
-    def _pod_record(self, namespace: str, name: str, pod: Obj) -> PodRecord:
+    def _summarise_pod(self, namespace: str, name: str, pod: Obj) -> PodSummary:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
         node, phase = spec.get("nodeName"), status.get("phase")
-        return PodRecord(
+        return PodSummary(
             namespace=_intern(namespace),
             name=name,
             uid=str(meta.get("uid") or ""),
@@ -415,13 +415,13 @@ class ClusterView:
         if old is not None:
             self._unindex_pod(old)
         if event != "DELETED":
-            record = self._pod_record(namespace, name, obj)
-            in_namespace[name] = record
-            self._index_pod(record)
+            summary = self._summarise_pod(namespace, name, obj)
+            in_namespace[name] = summary
+            self._index_pod(summary)
         elif not in_namespace:
             del self._pods[namespace]
 
-    def _index_pod(self, pod: PodRecord) -> None:
+    def _index_pod(self, pod: PodSummary) -> None:
         if pod.uid:
             self._pod_by_uid[pod.uid] = pod
         for key, value in pod.labels.items():
@@ -435,7 +435,7 @@ class ClusterView:
                 self._gang_used[gang] = resources.add(self._gang_used[gang], pod.requests)
                 self._reshare(gang)
 
-    def _unindex_pod(self, pod: PodRecord) -> None:
+    def _unindex_pod(self, pod: PodSummary) -> None:
         if pod.uid and self._pod_by_uid.get(pod.uid) is pod:
             del self._pod_by_uid[pod.uid]
         for key, value in pod.labels.items():
@@ -596,19 +596,19 @@ class ClusterView:
     def namespace(self, name: str) -> Obj | None:
         return self._objects.get(("", "Namespace", "", name))
 
-    def pod(self, namespace: str, name: str) -> PodRecord | None:
+    def pod(self, namespace: str, name: str) -> PodSummary | None:
         return self._pods.get(namespace, {}).get(name)
 
-    def pod_records(
+    def pod_summaries(
         self, namespace: str, labels: Mapping[str, str] | None = None
-    ) -> Iterator[PodRecord]:
+    ) -> Iterator[PodSummary]:
         """Pods of ``namespace`` that carry every one of ``labels``; through the label index
         when one of them is indexed, else by a scan of the namespace."""
         wanted = dict(labels or {})
         indexed = [(k, v) for k, v in wanted.items() if k in INDEXED_LABELS]
         if indexed:
             pools = [self._pod_index.get((namespace, k, v), {}) for k, v in indexed]
-            pool: Iterable[PodRecord] = min(pools, key=len).values()
+            pool: Iterable[PodSummary] = min(pools, key=len).values()
         else:
             pool = self._pods.get(namespace, {}).values()
         for pod in pool:
@@ -620,7 +620,7 @@ class ClusterView:
 
         Every label a pod filter can name is kept (``KEPT_PREFIXES``); other labels are not, so
         filtering on them finds nothing."""
-        for pod in self.pod_records(namespace, labels):
+        for pod in self.pod_summaries(namespace, labels):
             yield pod.as_object()
 
     def gangs(self) -> Iterator[tuple[str, str]]:
@@ -639,15 +639,11 @@ class ClusterView:
     def free_on(self, node: NodeInfo) -> resources.Resources:
         return resources.add(node.allocatable, self._used.get(node.name, {}), sign=-1)
 
-    def candidate_nodes(self, pod_spec: Obj) -> Iterator[NodeInfo]:
-        """Usable nodes in some zone that the pod's own selector, affinity and tolerations admit."""
-        for zone_nodes in self.candidate_zones(pod_spec).values():
-            yield from zone_nodes.nodes.values()
-
     def candidate_zones(self, pod_spec: Obj) -> Mapping[str, ZoneNodes]:
-        """``candidate_nodes`` by zone, with each zone's free capacity, from a cache per distinct
-        constraint (node selector, required node affinity, tolerations) that pod and node events
-        keep current: no scan of all nodes once a constraint has been seen."""
+        """Usable nodes in some zone that the pod's own selector, affinity and tolerations admit,
+        by zone, with each zone's free capacity, from a cache per distinct constraint (node
+        selector, required node affinity, tolerations) that pod and node events keep current:
+        no scan of all nodes once a constraint has been seen."""
         constraint = {
             "nodeSelector": pod_spec.get("nodeSelector") or {},
             "affinity": {
@@ -682,7 +678,7 @@ class ClusterView:
 
     def reserved(self, *, since: datetime, exclude: str = "") -> dict[str, resources.Resources]:
         """Per zone, what the gangs decided at or after ``since`` (but ``exclude``) need beyond
-        their bound, running pods (``gang_usage``), so that a burst of new jobs does not all pick
+        their bound, running pods, so that a burst of new jobs does not all pick
         the same free space.
 
         A running sum that every record, every change of a gang's bound pods and every move of
@@ -709,10 +705,6 @@ class ClusterView:
                 zone, share = self._shares[key]
                 out[zone] = resources.add(out.get(zone, {}), share, sign=-1)
         return out
-
-    def gang_usage(self, gang_key: str) -> resources.Resources:
-        """What the bound, running pods carrying podium's label for this gang request."""
-        return self._gang_used.get(gang_key, {})
 
     def objects(self) -> Iterator[Obj]:
         yield from self._objects.values()

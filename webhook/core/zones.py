@@ -27,7 +27,7 @@ class Reason(StrEnum):
     POD_CONSTRAINT = "pod-constraint"
     BEST_FIT = "best-fit"
     MOST_FREE = "most-free"
-    NO_FIT_PINNED = "no-fit-most-free"
+    NO_FIT_MOST_FREE = "no-fit-most-free"
     NO_FIT_UNPINNED = "no-fit-unpinned"
     NO_ZONES = "no-zones"
 
@@ -163,7 +163,7 @@ def _by_capacity(
     if settings.no_fit is NoFit.PIN_MOST_FREE:
         return ZoneChoice(
             roomiest.zone,
-            Reason.NO_FIT_PINNED,
+            Reason.NO_FIT_MOST_FREE,
             f"no zone has room for the whole job ({summary}); {roomiest.zone} has the most",
             tuple(capacity),
             (

@@ -271,10 +271,6 @@ def _quantities(value: object) -> dict[str, Any]:
     }
 
 
-def pod_only(pod: Obj) -> tuple[PodGroup, ...]:
-    return (PodGroup(1, requests_of(pod.get("spec"))),)
-
-
 def template_group(template: Obj | None, count: Any) -> PodGroup | None:
     """A PodGroup from a pod template and a replica count; None when either is unusable."""
     n = parse_count(count, default=1)
