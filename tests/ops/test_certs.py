@@ -4,14 +4,16 @@ webhook.ops.certs_cli."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import http.server
 import ipaddress
 import json
 import os
+import socket
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -420,6 +422,8 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 def step(state_dir: Path, at: datetime.timedelta, **kwargs: Any) -> certs.Rotation:
+    """One step at ``T0 + at``; the mechanics alone (no overlap) unless ``min_overlap`` says."""
+    kwargs.setdefault("min_overlap", datetime.timedelta(0))
     rotation = certs.rotate(
         state_dir, now=T0 + at, leaf_lifetime=30 * DAY, ca_lifetime=90 * DAY, **kwargs
     )
@@ -498,7 +502,7 @@ class TestRotation:
         assert certs.plan_rotation(state, now=now) == certs.plan_rotation(state, now=now)
         assert certs.load_state(state_dir).leaf.cert == state.leaf.cert
 
-    def test_min_overlap_holds_a_promotion_back(self, state_dir: Path) -> None:
+    def test_min_overlap_holds_a_promotion_back_offline(self, state_dir: Path) -> None:
         step(state_dir, 61 * DAY)
         held = step(state_dir, 61 * DAY + datetime.timedelta(hours=1), min_overlap=2 * DAY)
         assert held.actions == ()
@@ -546,10 +550,10 @@ class TestRotation:
         newer = certs.issue_ca("newer", lifetime=90 * DAY, now=T0)
         # Someone put a new CA in place by hand; the leaf is still the old CA's.
         moved = certs.CertState(ca=newer, bundle=(state.ca.cert, newer.cert), leaf=state.leaf)
-        actions = certs.plan_rotation(moved, now=T0 + DAY)
+        actions = certs.plan_rotation(moved, now=T0 + DAY).actions
         assert actions == (A.RENEW_LEAF,)
         renewed = certs.apply_rotation(moved, actions, now=T0 + DAY)
-        assert certs.plan_rotation(renewed, now=T0 + 2 * DAY) == (A.DROP_CA,)
+        assert certs.plan_rotation(renewed, now=T0 + 2 * DAY).actions == (A.DROP_CA,)
 
     def test_rotate_needs_an_issued_directory(self, tmp_path: Path) -> None:
         with pytest.raises(certs.CertStateError, match="issue"):
@@ -573,7 +577,7 @@ class TestRotation:
         now = T0
         for hours in gaps:
             now += datetime.timedelta(hours=hours)
-            actions = certs.plan_rotation(state, now=now)
+            actions = certs.plan_rotation(state, now=now).actions
             new = certs.apply_rotation(
                 state, actions, now=now, leaf_lifetime=30 * DAY, ca_lifetime=90 * DAY
             )
@@ -584,6 +588,219 @@ class TestRotation:
             assert new.ca.cert in new.bundle
             assert len(new.bundle) <= 2
             state = new
+
+
+# --- the gates: promote only what the apiserver trusts, drop only what nobody serves ----------
+
+HOOK = certs.WEBHOOK_NAMES[0]
+
+
+def trust(*cas: x509.Certificate, secret: x509.Certificate | None = None) -> certs.ClusterTrust:
+    return certs.ClusterTrust({HOOK: tuple(cas)}, secret)
+
+
+def staged(state_dir: Path) -> certs.CertState:
+    """The state right after B was staged at 61 days (A still signs)."""
+    return step(state_dir, 61 * DAY).state
+
+
+class TestGates:
+    def test_promotion_waits_for_the_apiserver_to_hold_the_staged_ca(self, state_dir: Path) -> None:
+        state = staged(state_dir)
+        assert state.next_ca is not None
+        a, b = state.ca.cert, state.next_ca.cert
+        # Not injected: however long we wait, nothing is promoted, and it says what to do.
+        plan = certs.plan_rotation(state, now=T0 + 80 * DAY, cluster=trust(a))
+        assert plan.actions == ()
+        (hold,) = plan.held
+        assert (hold.action, hold.waiting) == (A.PROMOTE_CA, False)
+        assert "podium certs inject" in hold.reason
+        # Injected: promoted on the next run, no overlap needed.
+        plan = certs.plan_rotation(state, now=T0 + 61 * DAY, cluster=trust(a, b))
+        assert plan.actions == (A.PROMOTE_CA, A.RENEW_LEAF)
+        assert plan.held == () and plan.warnings == ()
+
+    def test_offline_promotion_waits_for_the_overlap(self, state_dir: Path) -> None:
+        state = staged(state_dir)
+        early = certs.plan_rotation(state, now=T0 + 61 * DAY + datetime.timedelta(hours=23))
+        assert early.actions == ()
+        assert [(h.action, h.waiting) for h in early.held] == [(A.PROMOTE_CA, True)]
+        assert "24 h" in early.held[0].reason
+        late = certs.plan_rotation(state, now=T0 + 62 * DAY + datetime.timedelta(minutes=6))
+        assert late.actions == (A.PROMOTE_CA, A.RENEW_LEAF)
+
+    def test_the_old_ca_goes_once_the_new_leaf_was_served_for_the_overlap(
+        self, state_dir: Path
+    ) -> None:
+        old_leaf = staged(state_dir).leaf.cert  # still A's
+        promoted = step(state_dir, 61 * DAY).state  # promoted at once (no overlap: mechanics)
+        a, b = promoted.bundle
+        assert certs.is_signed_by(promoted.leaf.cert, b)
+        at = T0 + 61 * DAY
+        # An hour later: the leaf of B has not been out long enough.
+        plan = certs.plan_rotation(promoted, now=at + datetime.timedelta(hours=1))
+        assert plan.actions == () and [h.waiting for h in plan.held] == [True]
+        # A day later, but the Secret still holds A's leaf: apply it first.
+        day_later = at + DAY + datetime.timedelta(minutes=6)
+        plan = certs.plan_rotation(promoted, now=day_later, cluster=trust(a, b, secret=old_leaf))
+        assert plan.actions == ()
+        assert [(h.action, h.waiting) for h in plan.held] == [(A.DROP_CA, False)]
+        assert "podium certs secret" in plan.held[0].reason
+        plan = certs.plan_rotation(
+            promoted, now=day_later, cluster=trust(a, b, secret=promoted.leaf.cert)
+        )
+        assert plan.actions == (A.DROP_CA,)
+
+    def test_force_takes_a_held_step_and_says_what_it_risks(self, state_dir: Path) -> None:
+        state = staged(state_dir)
+        plan = certs.plan_rotation(
+            state, now=T0 + 61 * DAY, cluster=trust(state.ca.cert), force=True
+        )
+        assert plan.actions == (A.PROMOTE_CA, A.RENEW_LEAF)
+        (warning,) = plan.warnings
+        assert warning.startswith("--force: promote-ca although")
+        assert "admitted unpinned" in warning
+
+    def test_a_cluster_that_does_not_trust_the_served_leaf_is_reported(
+        self, state_dir: Path
+    ) -> None:
+        state = certs.load_state(state_dir)
+        stranger = certs.issue_ca("someone-else", now=T0).cert
+        plan = certs.plan_rotation(state, now=T0 + DAY, cluster=trust(stranger))
+        assert any("cannot verify podium now" in w for w in plan.warnings)
+
+
+class Cluster:
+    """What a rotate-every-minute cron job acts on: the apiserver's caBundle, the Secret, and the
+    replicas serving what the kubelet mounted a little later. ``injects`` decides, per minute,
+    whether this run's ``podium certs inject`` got through."""
+
+    #: Minutes between `kubectl apply` of the Secret and every replica serving its new pair
+    #: (kubelet sync period plus the reloader's interval).
+    MOUNT_DELAY = 2
+
+    def __init__(self, state: certs.CertState) -> None:
+        self.bundle = state.bundle
+        self.secret = state.leaf.cert
+        self.mounted: list[tuple[int, x509.Certificate]] = []
+        self.served = state.leaf.cert
+
+    def trust(self) -> certs.ClusterTrust:
+        return certs.ClusterTrust({HOOK: self.bundle}, self.secret)
+
+    def apply_secret(self, leaf: x509.Certificate, minute: int) -> None:
+        if leaf != self.secret:
+            self.secret = leaf
+            self.mounted.append((minute + self.MOUNT_DELAY, leaf))
+
+    def tick(self, minute: int) -> None:
+        while self.mounted and self.mounted[0][0] <= minute:
+            self.served = self.mounted.pop(0)[1]
+
+    def verifies_what_is_served(self, now: datetime.datetime) -> bool:
+        """The apiserver's caBundle holds a CA, valid now, that signed the served leaf, itself
+        valid now."""
+        return now < self.served.not_valid_after_utc and any(
+            certs.is_signed_by(self.served, ca) and now < ca.not_valid_after_utc
+            for ca in self.bundle
+        )
+
+
+@dataclasses.dataclass
+class Run:
+    taken: list[str] = dataclasses.field(default_factory=list)
+    #: (minute, actions of that minute's run) whenever the apiserver could not verify podium.
+    broken: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    #: Minutes whose run exited 1: a step waits for something to be done.
+    alerted: list[int] = dataclasses.field(default_factory=list)
+
+    def kinds(self) -> list[str]:
+        return [t.split(":")[1] for t in self.taken if not t.endswith("renew-leaf")]
+
+
+def run_every_minute(
+    days: int,
+    *,
+    injects: Any,
+    online: bool,
+    min_overlap: datetime.timedelta = certs.DEFAULT_MIN_OVERLAP,
+) -> Run:
+    """``rotate`` then ``secret | kubectl apply`` then ``inject`` every simulated minute for
+    ``days``, and what happened."""
+    ca_lifetime, leaf_lifetime = 9 * DAY, 3 * DAY
+    ca = certs.issue_ca("podium-ca", lifetime=ca_lifetime, now=T0)
+    leaf = certs.issue_serving(ca, service="s", namespace="n", lifetime=leaf_lifetime, now=T0)
+    state = certs.CertState(ca=ca, bundle=(ca.cert,), leaf=leaf)
+    cluster = Cluster(state)
+    run = Run()
+    for minute in range(days * 24 * 60):
+        now = T0 + datetime.timedelta(minutes=minute)
+        rotation = certs.rotate_state(
+            state,
+            now=now,
+            leaf_lifetime=leaf_lifetime,
+            ca_lifetime=ca_lifetime,
+            min_overlap=min_overlap,
+            cluster=cluster.trust() if online else None,
+        )
+        state = rotation.state
+        run.taken += [f"{minute}:{a}" for a in rotation.actions]
+        if any(not hold.waiting for hold in rotation.held):
+            run.alerted.append(minute)
+        cluster.apply_secret(state.leaf.cert, minute)
+        if injects(minute):
+            cluster.bundle = state.bundle
+        cluster.tick(minute)
+        if not cluster.verifies_what_is_served(now):
+            run.broken.append((minute, ", ".join(str(a) for a in rotation.actions) or "-"))
+    return run
+
+
+class TestRotateEveryMinute:
+    """The cron job the issue describes, on a simulated clock: 9-day CAs, 3-day leaves, the
+    default 24 h overlap, 20 days (three CA hand-overs), one run a minute."""
+
+    DAYS = 20
+
+    def test_the_apiserver_never_loses_trust_when_injects_fail_for_hours(self) -> None:
+        # Every inject fails except in the first five minutes of each 6-hour window.
+        run = run_every_minute(self.DAYS, injects=lambda minute: minute % 360 < 5, online=True)
+        assert run.broken == []
+        assert run.kinds() == ["stage-ca", "promote-ca", "drop-ca"] * 3
+        # The runs between a staging and the inject that got through said so (exit 1).
+        stagings = [int(t.split(":")[0]) for t in run.taken if t.endswith("stage-ca")]
+        assert run.alerted
+        assert all(any(s < m <= s + 360 for s in stagings) for m in run.alerted)
+
+    def test_a_missed_inject_holds_the_promotion_and_alerts_every_run(self) -> None:
+        run = run_every_minute(6, injects=lambda minute: minute == 0, online=True)
+        assert run.broken == []
+        assert run.kinds() == ["stage-ca"]
+        staged_at = int(next(t for t in run.taken if t.endswith("stage-ca")).split(":")[0])
+        assert run.alerted == list(range(staged_at + 1, 6 * 24 * 60))
+
+    def test_offline_the_overlap_covers_an_inject_hours_late(self) -> None:
+        run = run_every_minute(
+            self.DAYS, injects=lambda minute: minute % (12 * 60) == 0, online=False
+        )
+        assert run.broken == []
+        assert run.kinds() == ["stage-ca", "promote-ca", "drop-ca"] * 3
+
+    def test_the_old_default_broke_trust_within_minutes(self) -> None:
+        """The check above can fail: without the gates (no overlap, the cluster not read) the
+        same loop staged, promoted and dropped within minutes, before the Secret was mounted
+        or the new CA injected."""
+        run = run_every_minute(
+            self.DAYS,
+            injects=lambda minute: minute % 360 < 5,
+            online=False,
+            min_overlap=datetime.timedelta(0),
+        )
+        stage, promote, drop = [
+            int(t.split(":")[0]) for t in run.taken if not t.endswith("renew-leaf")
+        ][:3]
+        assert (promote - stage, drop - stage) == (1, 2)
+        assert run.broken[0] == (drop, "drop-ca")
 
 
 # --- handing it to the cluster ---------------------------------------------------------------
@@ -618,13 +835,30 @@ class TestClusterObjects:
 
 
 class FakeApiServer:
-    """Records PATCH requests on 127.0.0.1 and answers like the apiserver would."""
+    """Records PATCH requests on 127.0.0.1 and answers like the apiserver would; GET answers
+    from ``objects`` (path → object), else 404."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        recorder = self.requests
+        self.objects: dict[str, dict[str, Any]] = {}
+        recorder, objects = self.requests, self.objects
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.partition("?")[0]
+                found = objects.get(path)
+                status = 200 if found is not None else 404
+                reply = json.dumps(
+                    found
+                    if found is not None
+                    else {"kind": "Status", "code": 404, "message": f"{path} not found"}
+                ).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
             def do_PATCH(self) -> None:
                 length = int(self.headers["Content-Length"])
                 body = json.loads(self.rfile.read(length))
@@ -716,7 +950,7 @@ class TestCLI:
         assert "podium.podium-system.svc" in result.output
         assert "tls.crt" in result.output and "ca-bundle.pem" in result.output
 
-        result = cli.invoke(certs_cli.app, ["rotate", "--dir", str(state_dir)])
+        result = cli.invoke(certs_cli.app, ["rotate", "--dir", str(state_dir), "--offline"])
         assert result.exit_code == 0, result.output
         assert "Nothing due" in result.output
 
@@ -740,9 +974,10 @@ class TestCLI:
 
     def test_rotate_reports_what_it_did(self, cli: CliRunner, tmp_path: Path) -> None:
         certs.issue(tmp_path, service="s", namespace="n", leaf_lifetime=DAY, now=T0)
-        result = cli.invoke(certs_cli.app, ["rotate", "--dir", str(tmp_path)])
+        result = cli.invoke(certs_cli.app, ["rotate", "--dir", str(tmp_path), "--offline"])
         assert result.exit_code == 0, result.output
         assert "renew-leaf: renewed the serving certificate" in result.output
+        assert "tls.crt changed: apply it" in result.output
 
     @pytest.mark.parametrize("san", ["bad name", "*.wild.example", "a,,b c"])
     def test_a_bad_san_is_a_usage_error(self, cli: CliRunner, tmp_path: Path, san: str) -> None:
@@ -753,8 +988,8 @@ class TestCLI:
     def test_issue_twice_needs_force(self, cli: CliRunner, tmp_path: Path) -> None:
         assert cli.invoke(certs_cli.app, ["issue", "--dir", str(tmp_path)]).exit_code == 0
         again = cli.invoke(certs_cli.app, ["issue", "--dir", str(tmp_path)])
-        assert again.exit_code == 1
-        assert "already holds a CA" in again.output
+        assert again.exit_code == 2
+        assert "already holds a CA" in again.output and "--force" in again.output
         forced = cli.invoke(certs_cli.app, ["issue", "--dir", str(tmp_path), "--force"])
         assert forced.exit_code == 0
 
@@ -763,26 +998,15 @@ class TestCLI:
         self, cli: CliRunner, tmp_path: Path, command: str
     ) -> None:
         result = cli.invoke(certs_cli.app, [command, "--dir", str(tmp_path)])
-        assert result.exit_code == 1
-        assert "error:" in result.output
+        assert result.exit_code == 2
+        assert result.stderr.startswith("Error: ")
+        assert len(result.stderr.splitlines()) == 1
 
     def test_inject_applies_the_bundle_through_a_kubeconfig(
         self, cli: CliRunner, tmp_path: Path, apiserver: FakeApiServer
     ) -> None:
         certs.issue(tmp_path / "certs", service="s", namespace="n")
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "c", "cluster": {"server": apiserver.url}}],
-                    "users": [{"name": "u", "user": {"token": "t"}}],
-                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                    "current-context": "x",
-                }
-            )
-        )
+        kubeconfig = kubeconfig_for(tmp_path, apiserver.url)
         result = cli.invoke(
             certs_cli.app,
             ["inject", "--dir", str(tmp_path / "certs"), "--kubeconfig", str(kubeconfig)],
@@ -793,3 +1017,169 @@ class TestCLI:
         bundle = (tmp_path / "certs" / "ca-bundle.pem").read_bytes()
         assert_server_side_apply(apiserver.requests[0], bundle)
         assert apiserver.requests[0]["headers"]["authorization"] == "Bearer t"
+
+
+def kubeconfig_for(tmp_path: Path, url: str, context: str = "x") -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": url}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+                "current-context": context,
+            }
+        )
+    )
+    return path
+
+
+WEBHOOK_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/podium"
+SECRET_PATH = "/api/v1/namespaces/podium-system/secrets/podium-tls"
+
+
+def serve_cluster(
+    apiserver: FakeApiServer, bundle: Sequence[x509.Certificate], leaf: x509.Certificate | None
+) -> None:
+    """The fake apiserver holds the webhook configuration with ``bundle`` as its caBundle, and
+    the Secret with ``leaf`` (none when None)."""
+    apiserver.objects[WEBHOOK_PATH] = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "podium"},
+        "webhooks": [
+            {
+                "name": "pods.podium.dev",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "NoneOnDryRun",
+                "clientConfig": {"caBundle": base64.b64encode(certs.certs_to_pem(bundle)).decode()},
+            }
+        ],
+    }
+    apiserver.objects.pop(SECRET_PATH, None)
+    if leaf is not None:
+        pem = base64.b64encode(certs.cert_to_pem(leaf)).decode()
+        apiserver.objects[SECRET_PATH] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "podium-tls", "namespace": "podium-system"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": pem, "tls.key": "", "ca.crt": pem},
+        }
+
+
+class TestCLIWithACluster:
+    def test_rotate_promotes_only_what_the_cluster_trusts(
+        self, cli: CliRunner, tmp_path: Path, apiserver: FakeApiServer
+    ) -> None:
+        state_dir = tmp_path / "certs"
+        now = datetime.datetime.now(datetime.UTC)
+        certs.issue(
+            state_dir,
+            service="podium",
+            namespace="podium-system",
+            ca_lifetime=90 * DAY,
+            leaf_lifetime=30 * DAY,
+            now=now - 61 * DAY,
+        )
+        a = certs.load_state(state_dir)
+        serve_cluster(apiserver, [a.ca.cert], a.leaf.cert)
+        args = ["rotate", "--dir", str(state_dir), "--kubeconfig"]
+        args.append(str(kubeconfig_for(tmp_path, apiserver.url)))
+
+        staged = cli.invoke(certs_cli.app, args)
+        assert staged.exit_code == 0, staged.output
+        assert "stage-ca" in staged.stdout and "ca-bundle.pem changed" in staged.stdout
+
+        held = cli.invoke(certs_cli.app, args)  # nobody injected
+        assert held.exit_code == 1, held.output
+        assert "promote-ca held" in held.stdout and "podium certs inject" in held.stdout
+        assert certs.load_state(state_dir).next_ca is not None
+
+        serve_cluster(apiserver, certs.load_state(state_dir).bundle, a.leaf.cert)  # injected
+        promoted = cli.invoke(certs_cli.app, args)
+        assert promoted.exit_code == 0, promoted.output
+        assert "promote-ca: promoted" in promoted.stdout
+        assert "tls.crt changed: apply it" in promoted.stdout
+
+        forced = cli.invoke(certs_cli.app, [*args, "--force", "--min-overlap-hours", "0"])
+        assert forced.exit_code == 0, forced.output
+        # The Secret still holds A's leaf: forced, with a warning that says what it risks.
+        assert "drop-ca: dropped" in forced.stdout
+        assert "Warning: --force: drop-ca although the Secret still holds" in forced.stderr
+
+    def test_show_cluster_says_whether_the_cabundle_trusts_the_secret(
+        self, cli: CliRunner, tmp_path: Path, apiserver: FakeApiServer
+    ) -> None:
+        state = certs.issue(tmp_path / "certs", service="podium", namespace="podium-system")
+        stranger = certs.issue_ca("someone-else")
+        kubeconfig = str(kubeconfig_for(tmp_path, apiserver.url))
+        show = ["show", "--dir", str(tmp_path / "certs"), "--cluster", "--kubeconfig", kubeconfig]
+
+        serve_cluster(apiserver, [state.ca.cert], state.leaf.cert)
+        result = cli.invoke(certs_cli.app, [*show, "-o", "json"])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        sources = [row["source"] for row in doc["certificates"]]
+        assert "MutatingWebhookConfiguration podium pods.podium.dev caBundle" in sources
+        assert "Secret podium-system/podium-tls tls.crt" in sources
+        assert str(tmp_path / "certs" / "tls.crt") in sources
+        assert doc["checks"] == [
+            {"check": "caBundle trusts the Secret's serving certificate", "ok": True, "fix": None}
+        ]
+
+        serve_cluster(apiserver, [stranger.cert], state.leaf.cert)
+        result = cli.invoke(certs_cli.app, show)
+        assert result.exit_code == 1
+        assert "PROBLEM: caBundle trusts the Secret's serving certificate" in result.stdout
+
+    def test_show_json_lists_every_file(self, cli: CliRunner, tmp_path: Path) -> None:
+        certs.issue(tmp_path, service="podium", namespace="podium-system")
+        result = cli.invoke(certs_cli.app, ["show", "--dir", str(tmp_path), "-o", "json"])
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout)["certificates"]
+        assert [Path(r["source"]).name for r in rows] == ["tls.crt", "ca.pem", "ca-bundle.pem"]
+        assert rows[0]["sans"][:1] == ["podium"] and rows[0]["status"] == "ok"
+        assert rows[1]["isCA"] is True
+
+    @pytest.mark.parametrize("command", ["inject", "rotate"])
+    def test_an_unreachable_apiserver_is_one_line_and_exit_2(
+        self, cli: CliRunner, tmp_path: Path, command: str
+    ) -> None:
+        certs.issue(tmp_path / "certs", service="s", namespace="n")
+        with socket.socket() as sock:  # a port nothing listens on
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        kubeconfig = kubeconfig_for(tmp_path, f"https://127.0.0.1:{port}")
+        result = cli.invoke(
+            certs_cli.app,
+            [command, "--dir", str(tmp_path / "certs"), "--kubeconfig", str(kubeconfig)],
+        )
+        assert result.exit_code == 2
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("Error: ")
+        assert f"cannot reach the Kubernetes API at https://127.0.0.1:{port}" in line
+        assert "Traceback" not in result.output
+        if command == "rotate":
+            assert "--offline" in line
+
+    def test_a_missing_context_is_one_line(self, cli: CliRunner, tmp_path: Path) -> None:
+        certs.issue(tmp_path / "certs", service="s", namespace="n")
+        kubeconfig = kubeconfig_for(tmp_path, "https://127.0.0.1:1")
+        result = cli.invoke(
+            certs_cli.app,
+            [
+                "inject",
+                "--dir",
+                str(tmp_path / "certs"),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--context",
+                "nope",
+            ],
+        )
+        assert result.exit_code == 2
+        (line,) = result.stderr.splitlines()
+        assert "cannot load a Kubernetes configuration" in line and "nope" in line

@@ -14,12 +14,24 @@ served any more::
 
 Leaf renewals happen at any step, signed by whichever CA signs at that step. Between two steps the
 caller must inject ``ca-bundle.pem`` into the webhook configuration (`apply_ca_bundle`) and give
-every replica time to reload (`webhook.serve.tls.CertReloader`); steps are therefore hours apart in
-practice, while a reloader polls every few seconds.
+every replica time to reload (`webhook.serve.tls.CertReloader`).
 
-The decision is `plan_rotation` (pure: state and ``now`` in, actions out); `apply_rotation` carries
-it out in memory and `write_state` puts it on disk in an order where every prefix is safe: a new CA
-reaches the bundle before a leaf it signs, each file is replaced atomically.
+Nothing relies on the caller doing that in time. Two steps are *gated*, so that running ``rotate``
+every minute (as a cron job may) is as safe as running it daily:
+
+* step 2 (promote B) waits until the apiserver trusts B: the webhook configuration's caBundle,
+  as read from the cluster (`ClusterTrust`), holds it — or, when the cluster is not read
+  (``--offline``), until B has been staged for ``min_overlap`` (default 24 h);
+* step 3 (drop A) waits until the serving certificate is signed by B (in the state directory and,
+  when the cluster is read, in the Secret) *and* has been for ``min_overlap``, so every replica
+  has long reloaded a leaf of B before the apiserver forgets A.
+
+``force`` takes a gated step anyway; the plan then says what it risks (`Plan.warnings`).
+
+The decision is `plan_rotation` (pure: state, ``now`` and what the cluster holds in, a `Plan`
+out); `apply_rotation` carries it out in memory and `write_state` puts it on disk in an order
+where every prefix is safe: a new CA reaches the bundle before a leaf it signs, each file is
+replaced atomically.
 """
 
 from __future__ import annotations
@@ -29,11 +41,12 @@ import contextlib
 import dataclasses
 import datetime
 import enum
+import functools
 import ipaddress
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +78,15 @@ CLOCK_SKEW = datetime.timedelta(minutes=5)
 #: The fraction of its lifetime after which a certificate is renewed.
 RENEW_AT = 2 / 3
 
+#: How long a staged CA must be trusted before it signs (when the cluster is not read), and a
+#: new CA's leaf served before the old CA is dropped.
+DEFAULT_MIN_OVERLAP = datetime.timedelta(hours=24)
+
 FIELD_MANAGER = "podium-certs"
 WEBHOOK_CONFIG = "podium"
 WEBHOOK_NAMES: tuple[str, ...] = ("pods.podium.dev",)
+SECRET_NAME = "podium-tls"
+SECRET_NAMESPACE = "podium-system"
 
 _HOSTNAME_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _MAX_HOSTNAME = 253
@@ -148,8 +167,10 @@ def load_pair(cert_pem: bytes, key_pem: bytes) -> KeyPair:
     return pair
 
 
+@functools.lru_cache(maxsize=256)
 def is_signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
-    """Whether ``issuer``'s key signed ``cert`` (and the names line up)."""
+    """Whether ``issuer``'s key signed ``cert`` (and the names line up). Cached: a rotation plan
+    asks about the same few certificates again and again."""
     try:
         cert.verify_directly_issued_by(issuer)
     except (ValueError, TypeError, InvalidSignature):
@@ -561,41 +582,190 @@ class Action(enum.StrEnum):
 
 def staged_at(ca: x509.Certificate) -> datetime.datetime:
     """When a CA was made (its not-before minus the allowance for clock skew)."""
-    return ca.not_valid_before_utc + CLOCK_SKEW
+    return issued_at(ca)
+
+
+def issued_at(cert: x509.Certificate) -> datetime.datetime:
+    """When a certificate was made (its not-before minus the allowance for clock skew)."""
+    return cert.not_valid_before_utc + CLOCK_SKEW
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterTrust:
+    """What the cluster holds, as read: the CAs each named webhook's ``caBundle`` trusts, and
+    the serving certificate in the Secret (None when the Secret was not read or does not exist)."""
+
+    bundles: Mapping[str, tuple[x509.Certificate, ...]]
+    secret_leaf: x509.Certificate | None = None
+
+    def trusts(self, cert: x509.Certificate) -> bool:
+        """Every named webhook's caBundle holds ``cert``."""
+        return bool(self.bundles) and all(cert in bundle for bundle in self.bundles.values())
+
+    def verifies(self, leaf: x509.Certificate) -> bool:
+        """Every named webhook's caBundle holds a CA that signed ``leaf``."""
+        return bool(self.bundles) and all(
+            any(is_signed_by(leaf, ca) for ca in bundle) for bundle in self.bundles.values()
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hold:
+    """A step that is due but not safe yet, and why. ``waiting``: only time is missing (the next
+    runs will take it); otherwise something must be done first (inject, apply the Secret)."""
+
+    action: Action
+    reason: str
+    waiting: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...]
+    held: tuple[Hold, ...] = ()
+    #: What a forced step risks, and trust problems found in the cluster.
+    warnings: tuple[str, ...] = ()
 
 
 def plan_rotation(
     state: CertState,
     *,
     now: datetime.datetime,
-    min_overlap: datetime.timedelta = datetime.timedelta(0),
-) -> tuple[Action, ...]:
-    """The actions of one rotation step, decided from the state as it was before the step.
+    min_overlap: datetime.timedelta = DEFAULT_MIN_OVERLAP,
+    cluster: ClusterTrust | None = None,
+    force: bool = False,
+) -> Plan:
+    """The actions of one rotation step, decided from the state as it was before the step and,
+    when given, from what the cluster holds.
 
     Deciding from the old state is what spaces the CA changes a step apart: a CA staged in this
-    step is promoted in a later one, and a CA retired in this step is dropped in a later one.
-    ``min_overlap`` additionally holds a promotion until the staged CA is at least that old.
+    step is promoted in a later one, and a CA retired in this step is dropped in a later one. The
+    gates (see the module's docstring) hold a promotion and a drop back until they are safe;
+    ``force`` takes them anyway and says what that risks.
     """
     actions: list[Action] = []
+    held: list[Hold] = []
+    warnings: list[str] = []
+
+    def gate(action: Action, blocker: Hold | None, risk: str) -> None:
+        if blocker is None:
+            actions.append(action)
+        elif force:
+            actions.append(action)
+            warnings.append(f"--force: {action} although {blocker.reason}; {risk}")
+        else:
+            held.append(blocker)
+
     retired = state.retired
     if retired and not any(is_signed_by(state.leaf.cert, cert) for cert in retired):
-        actions.append(Action.DROP_CA)
+        gate(
+            Action.DROP_CA,
+            _drop_blocker(state, now=now, min_overlap=min_overlap, cluster=cluster),
+            "a replica still serving a certificate of the dropped CA is not verified once the "
+            "bundle is injected, and its admissions fail open",
+        )
     staged = state.next_ca is not None and state.next_ca.cert in state.bundle
     if staged:
         assert state.next_ca is not None
-        if now >= staged_at(state.next_ca.cert) + min_overlap:
-            actions.append(Action.PROMOTE_CA)
+        gate(
+            Action.PROMOTE_CA,
+            _promote_blocker(state.next_ca.cert, now=now, min_overlap=min_overlap, cluster=cluster),
+            "until the apiserver's caBundle holds the new CA, it cannot verify podium and every "
+            "training pod is admitted unpinned (failurePolicy Ignore)",
+        )
     elif state.next_ca is not None or needs_renewal(state.ca.cert, now):
         # (A staged CA missing from the bundle is a staging that stopped half-way: finish it.)
         actions.append(Action.STAGE_CA)
-    if (
-        Action.PROMOTE_CA in actions
-        or not state.leaf.matches
+    if Action.PROMOTE_CA in actions:
+        actions.append(Action.RENEW_LEAF)
+    elif (
+        not state.leaf.matches
         or not is_signed_by(state.leaf.cert, state.ca.cert)
         or needs_renewal(state.leaf.cert, now)
     ):
-        actions.append(Action.RENEW_LEAF)
-    return tuple(actions)
+        if now < state.ca.cert.not_valid_after_utc:
+            actions.append(Action.RENEW_LEAF)
+        else:  # an expired CA signs nothing that anyone would verify
+            held.append(
+                Hold(
+                    Action.RENEW_LEAF,
+                    f"the signing CA expired at {state.ca.cert.not_valid_after_utc:%Y-%m-%d %H:%M}Z"
+                    ": the staged CA must be promoted first",
+                    waiting=False,
+                )
+            )
+    if cluster is not None and not cluster.verifies(state.leaf.cert):
+        warnings.append(
+            "the webhook's caBundle in the cluster does not trust the CA of the serving "
+            "certificate: the apiserver cannot verify podium now; run `podium certs inject`"
+        )
+    return Plan(tuple(actions), tuple(held), tuple(warnings))
+
+
+def _promote_blocker(
+    staged: x509.Certificate,
+    *,
+    now: datetime.datetime,
+    min_overlap: datetime.timedelta,
+    cluster: ClusterTrust | None,
+) -> Hold | None:
+    if cluster is not None:
+        if cluster.trusts(staged):
+            return None
+        return Hold(
+            Action.PROMOTE_CA,
+            "the webhook's caBundle in the cluster does not hold the staged CA yet: run "
+            "`podium certs inject`",
+            waiting=False,
+        )
+    ready = staged_at(staged) + min_overlap
+    if now >= ready:
+        return None
+    return Hold(
+        Action.PROMOTE_CA,
+        f"the staged CA has been trusted for less than the overlap ({_hours(min_overlap)}); "
+        f"due {ready:%Y-%m-%d %H:%M}Z, if ca-bundle.pem was injected",
+        waiting=True,
+    )
+
+
+def _drop_blocker(
+    state: CertState,
+    *,
+    now: datetime.datetime,
+    min_overlap: datetime.timedelta,
+    cluster: ClusterTrust | None,
+) -> Hold | None:
+    if not is_signed_by(state.leaf.cert, state.ca.cert):
+        return Hold(
+            Action.DROP_CA,
+            "the serving certificate is not signed by the current CA yet",
+            waiting=True,
+        )
+    if (
+        cluster is not None
+        and cluster.secret_leaf is not None
+        and not is_signed_by(cluster.secret_leaf, state.ca.cert)
+    ):
+        return Hold(
+            Action.DROP_CA,
+            "the Secret still holds a serving certificate of the old CA: apply "
+            "`podium certs secret | kubectl apply -f -`",
+            waiting=False,
+        )
+    ready = issued_at(state.leaf.cert) + min_overlap
+    if now >= ready:
+        return None
+    return Hold(
+        Action.DROP_CA,
+        f"the current CA's serving certificate has been out for less than the overlap "
+        f"({_hours(min_overlap)}); due {ready:%Y-%m-%d %H:%M}Z",
+        waiting=True,
+    )
+
+
+def _hours(delta: datetime.timedelta) -> str:
+    return f"{delta.total_seconds() / 3600:g} h"
 
 
 def apply_rotation(
@@ -636,6 +806,26 @@ def _next_ca_name(current: x509.Certificate, now: datetime.datetime) -> str:
 class Rotation:
     actions: tuple[Action, ...]
     state: CertState
+    held: tuple[Hold, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def rotate_state(
+    state: CertState,
+    *,
+    now: datetime.datetime,
+    leaf_lifetime: datetime.timedelta = DEFAULT_LEAF_LIFETIME,
+    ca_lifetime: datetime.timedelta = DEFAULT_CA_LIFETIME,
+    min_overlap: datetime.timedelta = DEFAULT_MIN_OVERLAP,
+    cluster: ClusterTrust | None = None,
+    force: bool = False,
+) -> Rotation:
+    """One rotation step in memory: plan, apply."""
+    plan = plan_rotation(state, now=now, min_overlap=min_overlap, cluster=cluster, force=force)
+    after = apply_rotation(
+        state, plan.actions, now=now, leaf_lifetime=leaf_lifetime, ca_lifetime=ca_lifetime
+    )
+    return Rotation(plan.actions, after, plan.held, plan.warnings)
 
 
 def rotate(
@@ -644,17 +834,24 @@ def rotate(
     now: datetime.datetime | None = None,
     leaf_lifetime: datetime.timedelta = DEFAULT_LEAF_LIFETIME,
     ca_lifetime: datetime.timedelta = DEFAULT_CA_LIFETIME,
-    min_overlap: datetime.timedelta = datetime.timedelta(0),
+    min_overlap: datetime.timedelta = DEFAULT_MIN_OVERLAP,
+    cluster: ClusterTrust | None = None,
+    force: bool = False,
 ) -> Rotation:
     """One rotation step on a state directory: load, plan, apply, write what changed."""
     now = _check_time(now)
     before = load_state(state_dir)
-    actions = plan_rotation(before, now=now, min_overlap=min_overlap)
-    after = apply_rotation(
-        before, actions, now=now, leaf_lifetime=leaf_lifetime, ca_lifetime=ca_lifetime
+    rotation = rotate_state(
+        before,
+        now=now,
+        leaf_lifetime=leaf_lifetime,
+        ca_lifetime=ca_lifetime,
+        min_overlap=min_overlap,
+        cluster=cluster,
+        force=force,
     )
-    write_state(state_dir, after, previous=before)
-    return Rotation(actions=actions, state=after)
+    write_state(state_dir, rotation.state, previous=before)
+    return rotation
 
 
 def issue(
@@ -673,7 +870,10 @@ def issue(
     """A fresh CA and serving leaf in ``state_dir``; refuses to replace one unless ``overwrite``."""
     now = _check_time(now)
     if not overwrite and (state_dir / CA_KEY).exists():
-        raise CertStateError(f"{state_dir} already holds a CA; rotate it, or overwrite it")
+        raise CertStateError(
+            f"{state_dir} already holds a CA: rotate it (`podium certs rotate`), or replace it "
+            "and everything it signed with --force"
+        )
     # Parse SANs before generating anything, so a typo fails fast.
     parse_sans(extra_sans)
     ca = issue_ca(f"{ca_name}@{int(now.timestamp())}", lifetime=ca_lifetime, now=now)
@@ -770,4 +970,94 @@ def apply_ca_bundle(
         field_manager=FIELD_MANAGER,
         force=True,
         _content_type="application/apply-patch+yaml",
+        _request_timeout=(5.0, 30.0),
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterCerts:
+    """What ``certs show --cluster`` and ``rotate`` read: each webhook's caBundle and the Secret
+    (``None`` when it does not exist)."""
+
+    webhook_config: str
+    bundles: Mapping[str, tuple[x509.Certificate, ...]]
+    secret: str
+    secret_leaf: x509.Certificate | None
+    secret_bundle: tuple[x509.Certificate, ...]
+    secret_found: bool
+
+    @property
+    def trust(self) -> ClusterTrust:
+        return ClusterTrust(self.bundles, self.secret_leaf)
+
+
+class ClusterReadError(CertError):
+    """The cluster could not be read (unreachable, forbidden, not found); one line."""
+
+
+def _pem_certs(data: bytes) -> tuple[x509.Certificate, ...]:
+    return tuple(certs_from_pem(data)) if data.strip() else ()
+
+
+def read_cluster(
+    api_client: Any,
+    *,
+    name: str = WEBHOOK_CONFIG,
+    webhook_names: Sequence[str] = WEBHOOK_NAMES,
+    secret: tuple[str, str] | None = (SECRET_NAMESPACE, SECRET_NAME),
+    timeout: tuple[float, float] = (5.0, 30.0),
+) -> ClusterCerts:
+    """Read the webhook configuration's caBundles and the serving Secret from the cluster.
+
+    Raises `ClusterReadError` when the webhook configuration (or a named webhook in it) is not
+    there or the API cannot be reached; a missing Secret is not an error (``secret_found``)."""
+    from kubernetes import client  # noqa: PLC0415
+
+    from webhook.ops import connect  # noqa: PLC0415
+
+    try:
+        config = client.AdmissionregistrationV1Api(api_client).read_mutating_webhook_configuration(
+            name, _request_timeout=timeout
+        )
+    except client.ApiException as err:
+        if err.status == 404:
+            raise ClusterReadError(
+                f"MutatingWebhookConfiguration {name} does not exist (pass --name)"
+            ) from err
+        raise ClusterReadError(connect.describe(err, api_client)) from err
+    except Exception as err:  # urllib3's connection errors, timeouts
+        raise ClusterReadError(connect.describe(err, api_client)) from err
+    hooks = {w.name: w for w in config.webhooks or []}
+    bundles: dict[str, tuple[x509.Certificate, ...]] = {}
+    for hook in webhook_names:
+        if hook not in hooks:
+            known = ", ".join(sorted(hooks)) or "none"
+            raise ClusterReadError(
+                f"MutatingWebhookConfiguration {name} has no webhook {hook} (it has: {known}; "
+                "pass --webhook)"
+            )
+        encoded = (hooks[hook].client_config and hooks[hook].client_config.ca_bundle) or ""
+        bundles[hook] = _pem_certs(base64.b64decode(encoded))
+    leaf: x509.Certificate | None = None
+    ca_crt: tuple[x509.Certificate, ...] = ()
+    found = False
+    where = ""
+    if secret is not None:
+        namespace, secret_name = secret
+        where = f"{namespace}/{secret_name}"
+        try:
+            obj = client.CoreV1Api(api_client).read_namespaced_secret(
+                secret_name, namespace, _request_timeout=timeout
+            )
+        except client.ApiException as err:
+            if err.status != 404:
+                raise ClusterReadError(connect.describe(err, api_client)) from err
+        except Exception as err:
+            raise ClusterReadError(connect.describe(err, api_client)) from err
+        else:
+            found = True
+            data = obj.data or {}
+            crt = _pem_certs(base64.b64decode(data.get("tls.crt") or ""))
+            leaf = crt[0] if crt else None
+            ca_crt = _pem_certs(base64.b64decode(data.get("ca.crt") or ""))
+    return ClusterCerts(name, bundles, where, leaf, ca_crt, found)

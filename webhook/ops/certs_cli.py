@@ -1,23 +1,27 @@
 """``podium certs``: issue, rotate, inspect and hand out the webhook's serving certificates.
 
 The main CLI mounts `app` with ``add_typer(certs_cli.app, name="certs")``. The logic lives in
-`webhook.ops.certs`; this module parses options and prints.
+`webhook.ops.certs`; this module parses options and prints. Exit codes are ``output``'s: 0 ok,
+1 a finding (a rotation step that waits for something to be done, a cluster that does not trust
+what podium serves), 2 could not run.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
+import enum
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
+import orjson
 import typer
 import yaml
+from cryptography import x509
 from rich.console import Console
-from rich.table import Table
 
-from webhook.ops import certs
+from webhook.ops import certs, output
 
 app = typer.Typer(
     name="certs",
@@ -28,7 +32,6 @@ app = typer.Typer(
 )
 
 _out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _check_sans(values: list[str] | None) -> list[str]:
@@ -47,24 +50,66 @@ def _days(value: int) -> datetime.timedelta:
 DirOption = Annotated[
     Path,
     typer.Option(
-        "--dir", help="State directory (ca.pem, ca-key.pem, ca-bundle.pem, tls.crt, tls.key)."
+        "--dir",
+        metavar="DIR",
+        help="State directory (ca.pem, ca-key.pem, ca-bundle.pem, tls.crt, tls.key).",
     ),
 ]
 DaysOption = Annotated[
-    int, typer.Option("--days", min=1, help="Lifetime of a serving certificate, in days.")
+    int,
+    typer.Option("--days", min=1, metavar="DAYS", help="Lifetime of a serving certificate."),
 ]
-CaDaysOption = Annotated[int, typer.Option("--ca-days", min=1, help="Lifetime of a CA, in days.")]
+CaDaysOption = Annotated[
+    int, typer.Option("--ca-days", min=1, metavar="DAYS", help="Lifetime of a CA.")
+]
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        help="Kubeconfig; default: in-cluster, else $KUBECONFIG or ~/.kube/config.",
+    ),
+]
+ContextOption = Annotated[
+    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context.")
+]
+WebhookConfigOption = Annotated[
+    str, typer.Option("--name", metavar="NAME", help="MutatingWebhookConfiguration name.")
+]
+WebhookOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--webhook",
+        metavar="NAME",
+        help=f"Webhook inside it; repeatable. [default: {certs.WEBHOOK_NAMES[0]}]",
+        show_default=False,
+    ),
+]
+SecretOption = Annotated[
+    str,
+    typer.Option(
+        "--secret",
+        metavar="NAMESPACE/NAME",
+        help="The Secret podium serves from; '' to not read it.",
+    ),
+]
+DEFAULT_SECRET = f"{certs.SECRET_NAMESPACE}/{certs.SECRET_NAME}"
 
 
 @app.command()
 def issue(
     state_dir: DirOption = Path("certs"),
-    service: Annotated[str, typer.Option(help="Service the webhook is reached by.")] = "podium",
-    namespace: Annotated[str, typer.Option(help="Namespace of that Service.")] = "podium-system",
+    service: Annotated[
+        str, typer.Option(metavar="NAME", help="Service the webhook is reached by.")
+    ] = "podium",
+    namespace: Annotated[
+        str, typer.Option(metavar="NAMESPACE", help="Namespace of that Service.")
+    ] = "podium-system",
     san: Annotated[
         list[str] | None,
         typer.Option(
             "--san",
+            metavar="NAME",
             help="Extra DNS name or IP; repeat or comma-separate (e.g. 127.0.0.1,localhost).",
             callback=_check_sans,
         ),
@@ -72,9 +117,14 @@ def issue(
     days: DaysOption = certs.DEFAULT_LEAF_LIFETIME.days,
     ca_days: CaDaysOption = certs.DEFAULT_CA_LIFETIME.days,
     cluster_domain: Annotated[
-        str, typer.Option(help="Cluster DNS domain for the long Service name; '' leaves it out.")
+        str,
+        typer.Option(
+            metavar="DOMAIN", help="Cluster DNS domain for the long Service name; '' leaves it out."
+        ),
     ] = certs.DEFAULT_CLUSTER_DOMAIN,
-    force: Annotated[bool, typer.Option(help="Replace an existing CA and certificate.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing CA and certificate.")
+    ] = False,
 ) -> None:
     """Create a new CA and a serving certificate signed by it."""
     try:
@@ -94,7 +144,8 @@ def issue(
     _out.print(f"Issued a CA and a serving certificate in {state_dir}")
     _out.print(f"  SANs: {', '.join(summary.sans)}")
     _out.print(f"  valid until {_when(summary.not_after)}, renewal due {_when(summary.renew_at)}")
-    _out.print(f"Next: podium certs inject --dir {state_dir} (or podium certs secret …)")
+    _out.print(f"Next: podium certs secret --dir {state_dir} | kubectl apply -f -")
+    _out.print(f"      podium certs inject --dir {state_dir}")
 
 
 _EXPLAIN = {
@@ -112,34 +163,98 @@ def rotate(
     ca_days: CaDaysOption = certs.DEFAULT_CA_LIFETIME.days,
     min_overlap_hours: Annotated[
         float,
-        typer.Option(min=0, help="Promote a staged CA only once it is at least this old."),
-    ] = 0.0,
+        typer.Option(
+            "--min-overlap-hours",
+            min=0,
+            metavar="HOURS",
+            help="How long a new CA's serving certificate is served before the old CA is "
+            "dropped; with --offline also how long a staged CA is trusted before it signs.",
+        ),
+    ] = certs.DEFAULT_MIN_OVERLAP.total_seconds() / 3600,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    name: WebhookConfigOption = certs.WEBHOOK_CONFIG,
+    webhook: WebhookOption = None,
+    secret: SecretOption = DEFAULT_SECRET,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline",
+            help="Do not read the cluster: promote a staged CA once it is --min-overlap-hours "
+            "old, trusting that ca-bundle.pem was injected by then.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Take a step even when it is not safe yet (says why)."),
+    ] = False,
 ) -> None:
-    """Do one rotation step: renew what is due, move the CA along (see `webhook.ops.certs`)."""
+    """Do one rotation step: renew what is due, move the CA along when it is safe.
+
+    A staged CA is promoted only once the webhook configuration's caBundle in the cluster holds
+    it (read through --kubeconfig/--context; with --offline, once it is --min-overlap-hours
+    old); the old CA is dropped only once the serving certificate is signed by the new one (also
+    in the Secret) and has been for --min-overlap-hours. Safe to run every minute. Exits 1 when
+    a step waits for something to be done (inject, apply the Secret).
+    """
+    try:
+        certs.load_state(state_dir)  # a missing directory fails before the cluster is asked
+    except certs.CertError as error:
+        _fail(error)
+    trust: certs.ClusterTrust | None = None
+    if not offline:
+        trust = _read_cluster(
+            kubeconfig, context, name, webhook, secret, hint=" (or rotate on time alone: --offline)"
+        ).trust
     try:
         rotation = certs.rotate(
             state_dir,
             leaf_lifetime=_days(days),
             ca_lifetime=_days(ca_days),
             min_overlap=datetime.timedelta(hours=min_overlap_hours),
+            cluster=trust,
+            force=force,
         )
     except certs.CertError as error:
         _fail(error)
+    for warning in rotation.warnings:
+        output.note(f"Warning: {warning}")
+    for action in rotation.actions:
+        _out.print(f"{action}: {_EXPLAIN[action]}")
+    for hold in rotation.held:
+        _out.print(f"{hold.action} held: {hold.reason}")
     if not rotation.actions:
         due = min(
             certs.renewal_time(rotation.state.leaf.cert), certs.renewal_time(rotation.state.ca.cert)
         )
-        _out.print(f"Nothing due. Next renewal at {_when(due)}.")
-        return
-    for action in rotation.actions:
-        _out.print(f"{action}: {_EXPLAIN[action]}")
-    serial = rotation.state.leaf.cert.serial_number
-    _out.print(f"Serving certificate serial {serial:x}; CAs trusted: {len(rotation.state.bundle)}")
-    if {certs.Action.STAGE_CA, certs.Action.DROP_CA} & set(rotation.actions):
+        if not rotation.held:
+            _out.print(f"Nothing due. Next renewal at {_when(due)}.")
+    else:
+        serial = rotation.state.leaf.cert.serial_number
+        trusted = len(rotation.state.bundle)
+        _out.print(f"Serving certificate serial {serial:x}; CAs trusted: {trusted}")
+    done = set(rotation.actions)
+    if done & {certs.Action.RENEW_LEAF, certs.Action.PROMOTE_CA}:
         _out.print(
-            "ca-bundle.pem changed: inject it (podium certs inject) before the next step.",
+            f"tls.crt changed: apply it (podium certs secret --dir {state_dir} | kubectl apply "
+            "-f -).",
             style="bold",
         )
+    if done & {certs.Action.STAGE_CA, certs.Action.DROP_CA}:
+        _out.print(
+            f"ca-bundle.pem changed: inject it (podium certs inject --dir {state_dir}) before "
+            "the next step.",
+            style="bold",
+        )
+    needs_doing = [h for h in rotation.held if not h.waiting]
+    cluster_warnings = not force and rotation.warnings
+    if needs_doing or cluster_warnings:
+        raise typer.Exit(output.FINDINGS)
+
+
+class ShowFormat(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
 
 
 #: The files `show` looks at, in the order it lists them; ``ca.crt`` is a mounted Secret's bundle.
@@ -147,49 +262,132 @@ _SHOWN = (certs.LEAF_CERT, certs.CA_CERT, certs.NEXT_CA_CERT, certs.BUNDLE, "ca.
 
 
 @app.command()
-def show(state_dir: DirOption = Path("certs")) -> None:
-    """List the certificates in a state directory (or a mounted TLS Secret)."""
+def show(
+    state_dir: DirOption = Path("certs"),
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="Also what the cluster holds: the webhook's caBundle and the Secret, and "
+            "whether the one trusts the other.",
+        ),
+    ] = False,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    name: WebhookConfigOption = certs.WEBHOOK_CONFIG,
+    webhook: WebhookOption = None,
+    secret: SecretOption = DEFAULT_SECRET,
+    output_format: Annotated[
+        ShowFormat, typer.Option("--output", "-o", help="Output format.")
+    ] = ShowFormat.TABLE,
+) -> None:
+    """List the certificates in a state directory (or a mounted TLS Secret) and, with --cluster,
+    in the cluster. With --cluster, exits 1 when the caBundle does not trust the Secret's
+    serving certificate."""
     now = datetime.datetime.now(datetime.UTC)
-    table = Table(title=f"Certificates in {state_dir} (times in UTC)")
-    table.add_column("file", overflow="fold")
-    table.add_column("subject, then SANs", overflow="fold", min_width=24)
-    for column in ("not before", "not after", "renewal due"):
-        table.add_column(column, no_wrap=True)
-    found = False
-    for name in _SHOWN:
-        path = state_dir / name
-        if not path.is_file():
-            continue
-        try:
-            cert_list = certs.certs_from_pem(path.read_bytes())
-        except certs.CertError as error:
-            table.add_row(name, f"[red]{error}[/red]", "", "", "")
-            continue
-        found = True
-        for cert in cert_list:
-            info = certs.summarize(cert)
-            due = _when(info.renew_at, short=True)
-            if now >= info.not_after:
-                due = "[red]expired[/red]"
-            elif now >= info.renew_at:
-                due = f"[yellow]now[/yellow] ({due})"
-            table.add_row(
-                name,
-                "\n".join([info.subject + (" (CA)" if info.is_ca else ""), *info.sans]),
-                _when(info.not_before, short=True),
-                _when(info.not_after, short=True),
-                due,
+    rows: list[dict[str, Any]] = []
+    if state_dir.is_dir() or not cluster:
+        for file_name in _SHOWN:
+            path = state_dir / file_name
+            if not path.is_file():
+                continue
+            try:
+                cert_list = certs.certs_from_pem(path.read_bytes())
+            except certs.CertError as error:
+                rows.append({"source": str(path), "error": str(error)})
+                continue
+            rows += [_describe(str(path), cert, now) for cert in cert_list]
+        if not rows and not cluster:
+            _fail(certs.CertStateError(f"no certificates in {state_dir}"))
+    checks: list[dict[str, Any]] = []
+    if cluster:
+        held = _read_cluster(kubeconfig, context, name, webhook, secret)
+        for hook, bundle in held.bundles.items():
+            where = f"MutatingWebhookConfiguration {held.webhook_config} {hook} caBundle"
+            rows += [_describe(where, cert, now) for cert in bundle]
+            if not bundle:
+                rows.append({"source": where, "error": "empty: nothing is trusted"})
+        if held.secret and not held.secret_found:
+            rows.append({"source": f"Secret {held.secret}", "error": "does not exist"})
+        if held.secret_leaf is not None:
+            rows.append(_describe(f"Secret {held.secret} tls.crt", held.secret_leaf, now))
+            rows += [_describe(f"Secret {held.secret} ca.crt", c, now) for c in held.secret_bundle]
+            verified = held.trust.verifies(held.secret_leaf)
+            checks.append(
+                {
+                    "check": "caBundle trusts the Secret's serving certificate",
+                    "ok": verified,
+                    "fix": None if verified else "podium certs inject --dir <state dir>",
+                }
             )
-    if not found:
-        _fail(certs.CertStateError(f"no certificates in {state_dir}"))
-    _out.print(table)
+    if output_format is ShowFormat.JSON:
+        doc = {"certificates": rows, "checks": checks}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        _show_table(rows, checks, title=f"Certificates (times in UTC, as of {_when(now)})")
+    if not all(c["ok"] for c in checks):
+        raise typer.Exit(output.FINDINGS)
+
+
+def _describe(source: str, cert: x509.Certificate, now: datetime.datetime) -> dict[str, Any]:
+    info = certs.summarize(cert)
+    status = "ok"
+    if now >= info.not_after:
+        status = "expired"
+    elif now < info.not_before:
+        status = "not yet valid"
+    elif now >= info.renew_at:
+        status = "renewal due"
+    return {
+        "source": source,
+        "subject": info.subject,
+        "issuer": info.issuer,
+        "serial": f"{info.serial:x}",
+        "isCA": info.is_ca,
+        "sans": info.sans,
+        "notBefore": info.not_before.isoformat(),
+        "notAfter": info.not_after.isoformat(),
+        "renewAt": info.renew_at.isoformat(),
+        "status": status,
+    }
+
+
+def _show_table(
+    rows: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]], *, title: str
+) -> None:
+    plain = not output.is_terminal()
+    table = output.table(title, plain=plain)
+    table.add_column("source", overflow="fold")
+    table.add_column("subject, then SANs", overflow="fold", min_width=24)
+    for column in ("not after", "renewal due", "status"):
+        table.add_column(column, no_wrap=not plain)
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["source"], row["error"], "", "", "error")
+            continue
+        subject = row["subject"] + (" (CA)" if row["isCA"] else "")
+        table.add_row(
+            row["source"],
+            "\n".join([subject, *row["sans"]]) if not plain else ", ".join([subject, *row["sans"]]),
+            row["notAfter"][:16].replace("T", " "),
+            row["renewAt"][:16].replace("T", " "),
+            row["status"],
+        )
+    lines = [
+        f"{'ok' if c['ok'] else 'PROBLEM'}: {c['check']}"
+        + (f" (fix: {c['fix']})" if c["fix"] else "")
+        for c in checks
+    ]
+    output.render([table, *lines], plain=plain)
 
 
 @app.command()
 def secret(
     state_dir: DirOption = Path("certs"),
-    name: Annotated[str, typer.Option(help="Secret name.")] = "podium-tls",
-    namespace: Annotated[str, typer.Option(help="Secret namespace.")] = "podium-system",
+    name: Annotated[str, typer.Option(metavar="NAME", help="Secret name.")] = certs.SECRET_NAME,
+    namespace: Annotated[
+        str, typer.Option(metavar="NAMESPACE", help="Secret namespace.")
+    ] = certs.SECRET_NAMESPACE,
 ) -> None:
     """Print a kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt = the CA bundle) as YAML."""
     try:
@@ -209,16 +407,10 @@ def secret(
 @app.command()
 def inject(
     state_dir: DirOption = Path("certs"),
-    kubeconfig: Annotated[
-        Path | None, typer.Option(help="Kubeconfig file; default: in-cluster or ~/.kube/config.")
-    ] = None,
-    context: Annotated[str | None, typer.Option(help="Kubeconfig context.")] = None,
-    name: Annotated[
-        str, typer.Option(help="MutatingWebhookConfiguration name.")
-    ] = certs.WEBHOOK_CONFIG,
-    webhook: Annotated[
-        list[str] | None, typer.Option(help="Webhook inside it; repeatable.")
-    ] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    name: WebhookConfigOption = certs.WEBHOOK_CONFIG,
+    webhook: WebhookOption = None,
 ) -> None:
     """Server-side-apply ca-bundle.pem as the webhooks' caBundle (field manager podium-certs)."""
     webhooks = tuple(webhook or certs.WEBHOOK_NAMES)
@@ -227,22 +419,57 @@ def inject(
         count = len(certs.certs_from_pem(bundle))
     except certs.CertError as error:
         _fail(error)
-    # Imported here: the client costs most of a second to import and only this command needs it.
-    from kubernetes import client, config  # noqa: PLC0415
+    from kubernetes import client  # noqa: PLC0415
+
+    from webhook.ops import connect  # noqa: PLC0415
 
     try:
-        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            api_client = client.ApiClient()
-        else:
-            api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig) if kubeconfig else None, context=context
-            )
-        with api_client:
-            certs.apply_ca_bundle(api_client, name, bundle, webhook_names=webhooks)
-    except (client.ApiException, config.ConfigException) as error:
+        api_client = connect.api_client(kubeconfig, context)
+    except connect.ConnectError as error:
         _fail(error)
+    with api_client:
+        try:
+            certs.apply_ca_bundle(api_client, name, bundle, webhook_names=webhooks)
+        except client.ApiException as error:
+            if error.status == 404:
+                _fail(f"MutatingWebhookConfiguration {name} does not exist (pass --name)")
+            _fail(f"cannot inject the caBundle: {connect.describe(error, api_client)}")
+        except Exception as error:  # urllib3's connection errors and timeouts
+            _fail(f"cannot inject the caBundle: {connect.describe(error, api_client)}")
     _out.print(f"caBundle of {name} ({', '.join(webhooks)}) now trusts {count} CA(s)")
+
+
+def _read_cluster(
+    kubeconfig: Path | None,
+    context: str | None,
+    name: str,
+    webhook: list[str] | None,
+    secret: str,
+    *,
+    hint: str = "",
+) -> certs.ClusterCerts:
+    from webhook.ops import connect  # noqa: PLC0415
+
+    where: tuple[str, str] | None = None
+    if secret:
+        namespace, _, secret_name = secret.rpartition("/")
+        if not namespace or not secret_name:
+            _fail(f"--secret must be NAMESPACE/NAME, not {secret!r}")
+        where = (namespace, secret_name)
+    try:
+        api_client = connect.api_client(kubeconfig, context)
+    except connect.ConnectError as error:
+        _fail(f"{error}{hint}")
+    with api_client:
+        try:
+            return certs.read_cluster(
+                api_client,
+                name=name,
+                webhook_names=tuple(webhook or certs.WEBHOOK_NAMES),
+                secret=where,
+            )
+        except certs.ClusterReadError as error:
+            _fail(f"cannot read what the cluster trusts: {error}{hint}")
 
 
 def _read(path: Path) -> bytes:
@@ -252,10 +479,9 @@ def _read(path: Path) -> bytes:
         raise certs.CertStateError(f"cannot read {path}: {error.strerror}") from error
 
 
-def _when(moment: datetime.datetime, *, short: bool = False) -> str:
-    return moment.strftime("%Y-%m-%d\n%H:%M" if short else "%Y-%m-%d %H:%M:%SZ")
+def _when(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _fail(error: Exception) -> NoReturn:
-    _err.print(f"[red]error:[/red] {error}")
-    raise typer.Exit(code=1)
+def _fail(error: Exception | str) -> NoReturn:
+    raise output.fail(str(error))

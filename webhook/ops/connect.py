@@ -1,0 +1,93 @@
+"""Reaching a cluster from the command line: ``--kubeconfig`` and ``--context`` as kubectl takes
+them, and one readable line for whatever goes wrong on the way (no traceback, no client internals).
+
+The server side (``podium serve``) connects through ``webhook.kube``; the commands people run by
+hand (``doctor``, ``snapshot``, ``certs``) connect here, because they also pick a context.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+#: Seconds to connect, and to wait for an answer, per request of a command.
+TIMEOUT = (5.0, 60.0)
+
+
+class ConnectError(RuntimeError):
+    """No cluster to talk to; the message is one line."""
+
+
+def api_client(kubeconfig: Path | None = None, context: str | None = None) -> k8s.ApiClient:
+    """A client for the cluster: in a pod (and nothing named) its service account, else the
+    kubeconfig (``kubeconfig``, ``$KUBECONFIG`` or ``~/.kube/config``) at ``context`` or its
+    current context. Connection errors are not retried: a command says so at once."""
+    configuration = k8s.Configuration()
+    try:
+        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        else:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig) if kubeconfig else None,
+                context=context,
+                client_configuration=configuration,
+            )
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as err:
+        where = str(kubeconfig) if kubeconfig else "$KUBECONFIG or ~/.kube/config"
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConnectError(
+            f"cannot load a Kubernetes configuration from {where}: {detail}"
+        ) from err
+    configuration.retries = 0
+    return k8s.ApiClient(configuration)
+
+
+def describe(err: BaseException, api: Any = None) -> str:
+    """One line for a failed call: the apiserver's own message for an HTTP error, where it
+    tried and why for a connection that failed."""
+    status = getattr(err, "status", None)
+    if status:
+        return f"the Kubernetes API answered {status}: {_status_reason(err)}"
+    host = str(getattr(getattr(api, "configuration", None), "host", "") or "")
+    return f"cannot reach the Kubernetes API{' at ' + host if host else ''}: {_why(err)}"
+
+
+def _why(err: BaseException) -> str:
+    """The root of a connection failure in words: refused, timed out, a certificate problem."""
+    pending: list[BaseException] = [err]
+    seen: set[int] = set()
+    while pending:
+        cause = pending.pop(0)
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"certificate verify failed: {cause.verify_message}"
+        if isinstance(cause, TimeoutError | socket.timeout):
+            return "timed out"
+        if isinstance(cause, OSError) and cause.strerror:
+            return str(cause.strerror)
+        pending += [a for a in (getattr(cause, "reason", None), cause.__cause__) if a is not None]
+        pending += [a for a in cause.args if isinstance(a, BaseException)]
+    text = re.sub(r"<[^>]*>:?\s*", "", str(getattr(err, "reason", None) or err))
+    return text.strip() or type(err).__name__
+
+
+def _status_reason(err: BaseException) -> str:
+    import json  # noqa: PLC0415
+
+    body = getattr(err, "body", None)
+    try:
+        message = json.loads(body).get("message") if body else None
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or getattr(err, "reason", "") or err)
