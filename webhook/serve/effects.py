@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from webhook.core import records
 from webhook.core.engine import Decision
-from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.kube import errors
 from webhook.kube.protocols import Api
@@ -92,8 +91,3 @@ async def with_budget(seconds: float, call: Callable[[], Awaitable[T]]) -> T:
         return await asyncio.wait_for(call(), timeout=seconds)
     except TimeoutError as err:
         raise errors.ApiError(f"the Kubernetes API did not answer within {seconds:g}s") from err
-
-
-def describe(manifest: Manifest) -> dict[str, Any]:
-    meta = manifest["metadata"]
-    return {"kind": manifest["kind"], "name": meta["name"], "namespace": meta["namespace"]}

@@ -1,0 +1,112 @@
+"""The side-effect writer (webhook/serve/effects.py): the record before the policy, following
+a record another replica created first, a missing policy CRD as a warning, and the time budget.
+Through the whole admission (and concurrent replicas): tests/serve/test_admission.py."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import datetime
+
+import pytest
+
+from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
+from webhook.core import engine, reviews
+from webhook.core.engine import Decision
+from webhook.core.settings import Settings
+from webhook.core.view import ClusterView
+from webhook.kube import errors, twins
+from webhook.serve import effects
+
+
+def first_pod_decision(now: datetime) -> Decision:
+    pj = pytorchjob()
+    request = reviews.from_document(reviews.review_for_pod(pytorch_pod(pj).obj(), uid="u-1"))
+    view = ClusterView.from_objects(base_cluster(pj), zone_label=Settings().zone_label)
+    decision = engine.decide(request, view, Settings(), now=now)
+    assert decision.record is not None and decision.policy is not None and decision.zone
+    return decision
+
+
+def outcomes(applied: effects.Applied) -> list[tuple[str, str]]:
+    return [(r.kind, r.outcome) for r in applied.results]
+
+
+async def test_the_record_is_created_before_the_policy(now: datetime) -> None:
+    api = twins.InMemoryApi()
+    applied = await effects.ensure(first_pod_decision(now), api)
+    assert [c[:2] for c in api.calls] == [
+        ("create", "ConfigMap"),
+        ("create", "CiliumNetworkPolicy"),
+    ]
+    assert outcomes(applied) == [("ConfigMap", "created"), ("CiliumNetworkPolicy", "created")]
+    assert applied.followed is None and applied.warnings == ()
+
+
+async def test_a_record_with_the_same_zone_is_kept_and_the_policy_still_made(
+    now: datetime,
+) -> None:
+    decision = first_pod_decision(now)
+    api = twins.InMemoryApi()
+    assert decision.record is not None
+    await api.create(copy.deepcopy(decision.record))  # another replica, same decision
+    applied = await effects.ensure(decision, api)
+    assert outcomes(applied) == [("ConfigMap", "exists"), ("CiliumNetworkPolicy", "created")]
+    assert applied.followed is None
+
+
+async def test_a_record_with_another_zone_is_followed_and_nothing_else_is_created(
+    now: datetime,
+) -> None:
+    decision = first_pod_decision(now)
+    assert decision.record is not None and decision.gang is not None
+    winner = copy.deepcopy(decision.record)
+    other = next(z for z in ("zone-a", "zone-b", "zone-c") if z != decision.zone)
+    winner["data"]["zone"] = other
+    api = twins.InMemoryApi()
+    await api.create(winner)
+    applied = await effects.ensure(decision, api)
+    assert outcomes(applied) == [("ConfigMap", "followed")]
+    assert applied.followed is not None and applied.followed.zone == other
+    assert ("create", "CiliumNetworkPolicy") not in [c[:2] for c in api.calls]
+
+
+async def test_a_missing_policy_crd_is_a_warning_not_a_failure(now: datetime) -> None:
+    api = twins.InMemoryApi(missing_kinds=frozenset({"CiliumNetworkPolicy"}))
+    applied = await effects.ensure(first_pod_decision(now), api)
+    assert outcomes(applied) == [
+        ("ConfigMap", "created"),
+        ("CiliumNetworkPolicy", "skipped-crd-missing"),
+    ]
+    assert len(applied.warnings) == 1 and "not installed" in applied.warnings[0]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [errors.ApiError("500: etcd is down", status=500), errors.Conflict("409", status=409)],
+)
+async def test_any_other_api_error_reaches_the_caller(
+    fault: errors.ApiError, now: datetime
+) -> None:
+    api = twins.InMemoryApi()
+    api.fail = lambda op, _key: fault if op == "create" else None
+    with pytest.raises(errors.ApiError) as raised:
+        await effects.ensure(first_pod_decision(now), api)
+    assert raised.value is fault
+
+
+async def test_a_decision_without_a_gang_creates_nothing(now: datetime) -> None:
+    decision = first_pod_decision(now)
+    api = twins.InMemoryApi()
+    bare = Decision(outcome="skipped", reason="no-gang", detail="", namespace=decision.namespace)
+    assert (await effects.ensure(bare, api)).results == ()
+    assert api.calls == []
+
+
+async def test_the_budget_turns_a_hung_call_into_an_api_error() -> None:
+    async def hang() -> None:
+        await asyncio.sleep(10)
+
+    with pytest.raises(errors.ApiError, match=r"did not answer within 0\.01s"):
+        await effects.with_budget(0.01, hang)
+    assert await effects.with_budget(1, lambda: asyncio.sleep(0, result=7)) == 7
