@@ -706,6 +706,11 @@ class ClusterView:
                 out[zone] = resources.add(out.get(zone, {}), share, sign=-1)
         return out
 
+    def gang_usage(self, gang_key: str) -> resources.Resources:
+        """What the bound, running pods carrying podium's label for this gang request (what
+        ``reserved`` subtracts from the gang's recorded demand)."""
+        return self._gang_used.get(gang_key, {})
+
     def objects(self) -> Iterator[Obj]:
         yield from self._objects.values()
         for node in self._nodes.values():
