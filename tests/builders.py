@@ -1,4 +1,10 @@
-"""Fluent builders for the objects tests feed podium: ``PodBuilder("ns").label(...).obj()``."""
+"""Fluent builders for the objects tests feed podium, in the style of Kueue's
+``pkg/util/testingjobs`` wrappers: "this object, plus these changes", then ``.obj()``::
+
+    PodBuilder("team-a", name="p").label(...).gpus(8).obj()
+    NodeBuilder("a-1").zone("zone-a").gpus(8).obj()
+    JobBuilder("kubeflow.org/v1", "PyTorchJob", "llama").uid(...).spec(...).obj()
+"""
 
 from __future__ import annotations
 
@@ -105,6 +111,65 @@ class PodBuilder:
         return copy.deepcopy(self._pod)
 
 
+class NodeBuilder:
+    """A Ready, schedulable node with 64 CPUs, 512Gi, 110 pods and 8 GPUs, in no zone."""
+
+    def __init__(self, name: str) -> None:
+        alloc = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+        self._node: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "uid": new_uid(),
+                "labels": {"kubernetes.io/hostname": name},
+            },
+            "spec": {},
+            "status": {
+                "allocatable": alloc,
+                "capacity": dict(alloc),
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+
+    def zone(self, zone: str | None) -> Self:
+        if zone is None:
+            self._node["metadata"]["labels"].pop(ZONE, None)
+        else:
+            self._node["metadata"]["labels"][ZONE] = zone
+        return self
+
+    def label(self, key: str, value: str) -> Self:
+        self._node["metadata"]["labels"][key] = value
+        return self
+
+    def allocatable(self, **amounts: str) -> Self:
+        """``cpu="32"``, ``memory="1Ti"``; ``nvidia_com_gpu`` names ``nvidia.com/gpu``."""
+        named = {k.replace("nvidia_com_", "nvidia.com/"): v for k, v in amounts.items()}
+        self._node["status"]["allocatable"].update(named)
+        self._node["status"]["capacity"].update(named)
+        return self
+
+    def gpus(self, n: int) -> Self:
+        return self.allocatable(nvidia_com_gpu=str(n))
+
+    def taint(self, key: str, effect: str = "NoSchedule", value: str | None = None) -> Self:
+        taint = {"key": key, "effect": effect} | ({"value": value} if value is not None else {})
+        self._node["spec"].setdefault("taints", []).append(taint)
+        return self
+
+    def not_ready(self) -> Self:
+        self._node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        return self
+
+    def unschedulable(self) -> Self:
+        self._node["spec"]["unschedulable"] = True
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._node)
+
+
 def node(
     name: str,
     zone: str | None,
@@ -117,26 +182,17 @@ def node(
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
-    if zone is not None:
-        all_labels[ZONE] = zone
-    alloc = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
-    spec: dict[str, Any] = {}
+    """``NodeBuilder`` in one call, for the tests outside tests/core that still use it."""
+    built = NodeBuilder(name).zone(zone).gpus(gpus).allocatable(cpu=cpu, memory=memory)
+    for key, value in (labels or {}).items():
+        built.label(key, value)
+    for taint in taints or []:
+        built.taint(taint["key"], taint.get("effect", "NoSchedule"), taint.get("value"))
+    if not ready:
+        built.not_ready()
     if unschedulable:
-        spec["unschedulable"] = True
-    if taints:
-        spec["taints"] = taints
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "uid": new_uid(), "labels": all_labels},
-        "spec": spec,
-        "status": {
-            "allocatable": alloc,
-            "capacity": alloc,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
+        built.unschedulable()
+    return built.obj()
 
 
 def namespace(name: str, enabled: bool = True, **labels: str) -> dict[str, Any]:
@@ -150,6 +206,45 @@ def namespace(name: str, enabled: bool = True, **labels: str) -> dict[str, Any]:
     }
 
 
+class JobBuilder:
+    """Any namespaced object a framework adapter reads: a job, a batch Job, a StatefulSet, …"""
+
+    def __init__(self, api_version: str, kind: str, name: str, namespace: str = "team-a") -> None:
+        self._job: dict[str, Any] = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "uid": new_uid()},
+            "spec": {},
+        }
+
+    def uid(self, uid: str) -> Self:
+        self._job["metadata"]["uid"] = uid
+        return self
+
+    def spec(self, **fields: Any) -> Self:
+        self._job["spec"].update(fields)
+        return self
+
+    def annotate(self, key: str, value: str) -> Self:
+        self._job["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def owned_by(self, owner: dict[str, Any], controller: bool = True) -> Self:
+        """``owner`` becomes the object's (controller) ownerReference."""
+        self._job["metadata"].setdefault("ownerReferences", []).append(
+            owner_ref(owner, controller=controller)
+        )
+        return self
+
+    def owner(self, ref: dict[str, Any]) -> Self:
+        """An ownerReference as given, for owners that are not objects of their own."""
+        self._job["metadata"].setdefault("ownerReferences", []).append(ref)
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        return copy.deepcopy(self._job)
+
+
 def job(
     api_version: str,
     kind: str,
@@ -161,12 +256,15 @@ def job(
     annotations: dict[str, str] | None = None,
     owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or new_uid()}
-    if annotations:
-        meta["annotations"] = annotations
+    """``JobBuilder`` in one call, for the tests outside tests/core that still use it."""
+    built = JobBuilder(api_version, kind, name, namespace).spec(**(spec or {}))
+    if uid:
+        built.uid(uid)
+    for key, value in (annotations or {}).items():
+        built.annotate(key, value)
     if owner:
-        meta["ownerReferences"] = [owner]
-    return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": spec or {}}
+        built.owner(owner)
+    return built.obj()
 
 
 def template(gpus: int = 8, cpu: str | None = None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import PodBuilder, job, namespace, node, template
+from tests.builders import JobBuilder, NodeBuilder, PodBuilder, namespace, template
 
 NS = "team-a"
 OPERATOR_LABELS = "training.kubeflow.org/"
@@ -13,27 +13,34 @@ OPERATOR_LABELS = "training.kubeflow.org/"
 def zones_8_16_64() -> list[dict[str, Any]]:
     """Three zones with 8, 16 and 64 free GPUs (8-GPU nodes)."""
     return [
-        node("a-1", "zone-a"),
-        node("b-1", "zone-b"),
-        node("b-2", "zone-b"),
-        *[node(f"c-{i}", "zone-c") for i in range(8)],
+        NodeBuilder("a-1").zone("zone-a").obj(),
+        NodeBuilder("b-1").zone("zone-b").obj(),
+        NodeBuilder("b-2").zone("zone-b").obj(),
+        *[NodeBuilder(f"c-{i}").zone("zone-c").obj() for i in range(8)],
     ]
 
 
-def pytorchjob(name: str = "llama", workers: int = 3, gpus: int = 8, **kw: Any) -> dict[str, Any]:
-    return job(
-        "kubeflow.org/v1",
-        "PyTorchJob",
-        name,
-        NS,
-        spec={
-            "pytorchReplicaSpecs": {
-                "Master": {"replicas": 1, "template": template(gpus)},
-                "Worker": {"replicas": workers, "template": template(gpus)},
-            }
-        },
-        **kw,
+def pytorchjob(
+    name: str = "llama",
+    workers: int = 3,
+    gpus: int = 8,
+    *,
+    uid: str | None = None,
+    skip: bool = False,
+) -> dict[str, Any]:
+    """A PyTorchJob with one master and ``workers`` workers of ``gpus`` GPUs each; ``skip``:
+    annotated ``podium.dev/skip=true``."""
+    built = JobBuilder("kubeflow.org/v1", "PyTorchJob", name, NS).spec(
+        pytorchReplicaSpecs={
+            "Master": {"replicas": 1, "template": template(gpus)},
+            "Worker": {"replicas": workers, "template": template(gpus)},
+        }
     )
+    if uid is not None:
+        built.uid(uid)
+    if skip:
+        built.annotate("podium.dev/skip", "true")
+    return built.obj()
 
 
 def pytorch_pod(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import PodBuilder, namespace, node
+from tests.builders import NodeBuilder, PodBuilder, namespace
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import engine, labels, records, reviews
 from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
@@ -84,7 +84,7 @@ def test_pod_annotations_skip(annotation: str, reason: str, now: datetime) -> No
 
 
 def test_job_skip_annotation(now: datetime) -> None:
-    pj = pytorchjob(annotations={labels.SKIP: "true"})
+    pj = pytorchjob(skip=True)
     decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
     assert (decision.outcome, decision.reason, decision.patch) == (
         "skipped",
@@ -223,7 +223,12 @@ def test_d_whole_gang_fits(workers: int, placement: Placement, zone: str, now: d
 
 def test_d_ties_break_by_zone_name(now: datetime) -> None:
     pj = pytorchjob(workers=0)
-    cluster = [namespace(NS), pj, node("y-1", "zone-y"), node("x-1", "zone-x")]
+    cluster = [
+        namespace(NS),
+        pj,
+        NodeBuilder("y-1").zone("zone-y").obj(),
+        NodeBuilder("x-1").zone("zone-x").obj(),
+    ]
     assert decide(pytorch_pod(pj).obj(), cluster, now).zone == "zone-x"
 
 
@@ -232,16 +237,16 @@ def test_d_counts_only_nodes_the_pod_may_use(now: datetime) -> None:
     cluster = [
         namespace(NS),
         pj,
-        node("a-1", "zone-a"),
-        node("a-2", "zone-a", unschedulable=True),
-        node("b-1", "zone-b"),
-        node("b-2", "zone-b", ready=False),
-        node("c-1", "zone-c"),
-        node("c-2", "zone-c", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
-        node("d-1", "zone-d"),
-        node("d-2", "zone-d", labels={"pool": "other"}),
-        node("e-1", "zone-e"),
-        node("e-2", "zone-e", taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+        NodeBuilder("a-1").zone("zone-a").obj(),
+        NodeBuilder("a-2").zone("zone-a").unschedulable().obj(),
+        NodeBuilder("b-1").zone("zone-b").obj(),
+        NodeBuilder("b-2").zone("zone-b").not_ready().obj(),
+        NodeBuilder("c-1").zone("zone-c").obj(),
+        NodeBuilder("c-2").zone("zone-c").taint("gpu").obj(),
+        NodeBuilder("d-1").zone("zone-d").obj(),
+        NodeBuilder("d-2").zone("zone-d").label("pool", "other").obj(),
+        NodeBuilder("e-1").zone("zone-e").obj(),
+        NodeBuilder("e-2").zone("zone-e").taint("gpu").obj(),
     ]
     pod = pytorch_pod(pj).spec(tolerations=[{"key": "gpu", "operator": "Exists"}])
     pod.affinity_terms(
@@ -265,8 +270,8 @@ def test_d_subtracts_running_pods_and_packs_per_node(now: datetime) -> None:
     cluster = [
         namespace(NS),
         pj,
-        *[node(f"b-{i}", "zone-b") for i in range(4)],
-        node("c-1", "zone-c", gpus=16),
+        *[NodeBuilder(f"b-{i}").zone("zone-b").obj() for i in range(4)],
+        NodeBuilder("c-1").zone("zone-c").gpus(16).obj(),
     ]
     hogs = [PodBuilder("other", name=f"h{i}").gpus(4).bound(f"b-{i}").obj() for i in range(4)]
     done = PodBuilder("other", name="done").gpus(16).bound("c-1", phase="Succeeded").obj()
@@ -335,7 +340,7 @@ def test_e_no_fit_unpinned_when_configured(now: datetime) -> None:
 
 def test_no_usable_zone_at_all(now: datetime) -> None:
     pj = pytorchjob()
-    decision = decide(pytorch_pod(pj).obj(), [namespace(NS), pj, node("n", None)], now)
+    decision = decide(pytorch_pod(pj).obj(), [namespace(NS), pj, NodeBuilder("n").obj()], now)
     assert (decision.outcome, decision.reason) == ("unpinned", "no-zones")
 
 
@@ -382,7 +387,7 @@ def test_zone_is_added_to_every_term(now: datetime) -> None:
         {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]},
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a-1"]}]},
     )
-    cluster = [namespace(NS), pj, node("a-1", "zone-a", labels={"gpu": "a100"})]
+    cluster = [namespace(NS), pj, NodeBuilder("a-1").zone("zone-a").label("gpu", "a100").obj()]
     decision = decide(pod.obj(), cluster, now)
     assert decision.patched is not None
     assert zone_terms(decision.patched) == [

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from tests.builders import ZONE, PodBuilder, job, namespace, node
+from tests.builders import ZONE, JobBuilder, NodeBuilder, PodBuilder, namespace
 from tests.core.adapters import SAMPLES
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, resources, selectors
@@ -40,7 +40,9 @@ def gpu_pod(name: str, node_name: str | None, gpus: int = 1, **labels_: str) -> 
 
 
 def test_bound_running_pods_use_their_node_and_finished_ones_give_it_back() -> None:
-    snap = view(node("n1", "zone-a"), gpu_pod("p1", "n1", 2), gpu_pod("p2", "n1", 3))
+    snap = view(
+        NodeBuilder("n1").zone("zone-a").obj(), gpu_pod("p1", "n1", 2), gpu_pod("p2", "n1", 3)
+    )
     n1 = snap.node("n1")
     assert n1 is not None
     assert snap.free_on(n1)[GPU] == 3
@@ -55,7 +57,7 @@ def test_bound_running_pods_use_their_node_and_finished_ones_give_it_back() -> N
 
 
 def test_a_modified_pod_replaces_its_old_usage_and_never_counts_twice() -> None:
-    snap = view(node("n1", "zone-a"), node("n2", "zone-a"))
+    snap = view(NodeBuilder("n1").zone("zone-a").obj(), NodeBuilder("n2").zone("zone-a").obj())
     pod = gpu_pod("p1", "n1", 2, **{labels.JOB: "gang-1"})
     for _ in range(3):
         snap.apply("MODIFIED", copy.deepcopy(pod))  # a relist re-applies every item
@@ -70,7 +72,7 @@ def test_a_modified_pod_replaces_its_old_usage_and_never_counts_twice() -> None:
 
 def test_gang_usage_follows_podium_label_and_empties_when_the_gang_is_gone() -> None:
     snap = view(
-        node("n1", "zone-a"),
+        NodeBuilder("n1").zone("zone-a").obj(),
         gpu_pod("a", "n1", 2, **{labels.JOB: "g"}),
         gpu_pod("b", "n1", 2, **{labels.JOB: "g"}),
         gpu_pod("c", "n1", 2, **{labels.JOB: "other"}),
@@ -87,14 +89,14 @@ def test_gang_usage_follows_podium_label_and_empties_when_the_gang_is_gone() -> 
 
 
 def test_a_node_heartbeat_changes_nothing_and_a_real_change_is_seen() -> None:
-    n1 = node("n1", "zone-a")
+    n1 = NodeBuilder("n1").zone("zone-a").obj()
     snap = view(n1, gpu_pod("p", "n1", 1))
     snap.candidate_zones({})  # cache the unconstrained candidates
     heartbeat = copy.deepcopy(n1)
     heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = "2030-01-01T00:00:00Z"
     snap.apply("MODIFIED", heartbeat)
     assert snap.candidate_zones({})["zone-a"].free()[GPU] == 7
-    snap.apply("MODIFIED", node("n1", "zone-a", ready=False))
+    snap.apply("MODIFIED", NodeBuilder("n1").zone("zone-a").not_ready().obj())
     assert snap.candidate_zones({}) == {}
 
 
@@ -243,7 +245,7 @@ def test_pods_in_with_labels_reads_the_index_and_agrees_with_a_scan() -> None:
         )
         for i in range(12)
     ]
-    snap = view(node("n1", "zone-a"), *pods, gpu_pod("loner", "n1"))
+    snap = view(NodeBuilder("n1").zone("zone-a").obj(), *pods, gpu_pod("loner", "n1"))
     for query in (
         {trainingoperator.JOB_NAME: "job-1"},
         {labels.JOB: "g0"},
@@ -279,7 +281,9 @@ def test_a_relabelled_or_deleted_pod_leaves_the_index() -> None:
 def test_a_relist_that_reapplies_and_drops_objects_leaves_exact_usage() -> None:
     """What WatchCache does on a 410: MODIFIED for every listed item, DELETED (metadata only) for
     what the new list lacks."""
-    snap = view(node("n1", "zone-a"), gpu_pod("a", "n1", 2), gpu_pod("b", "n1", 3))
+    snap = view(
+        NodeBuilder("n1").zone("zone-a").obj(), gpu_pod("a", "n1", 2), gpu_pod("b", "n1", 3)
+    )
     snap.apply("MODIFIED", gpu_pod("a", "n1", 2))
     snap.apply("MODIFIED", gpu_pod("c", "n1", 1))
     snap.apply(
@@ -295,7 +299,7 @@ def test_a_relist_that_reapplies_and_drops_objects_leaves_exact_usage() -> None:
 
 
 def _record(name: str, decided: str) -> dict[str, Any]:
-    obj = job("v1", "ConfigMap", name, NS)
+    obj = JobBuilder("v1", "ConfigMap", name, NS).obj()
     obj["metadata"]["labels"] = {labels.MANAGED_BY: labels.MANAGER, labels.COMPONENT: "decision"}
     obj["data"] = {"gang": name, "decidedAt": decided}
     return obj
@@ -363,7 +367,10 @@ steps = st.lists(
 @given(steps)
 def test_reserved_is_the_running_sum_a_scan_would_compute(plan: list[tuple[Any, ...]]) -> None:
     epoch = datetime(2030, 1, 1, tzinfo=UTC)
-    snap = view(node("n1", "zone-a", gpus=64), node("n2", "zone-b", gpus=64))
+    snap = view(
+        NodeBuilder("n1").zone("zone-a").gpus(64).obj(),
+        NodeBuilder("n2").zone("zone-b").gpus(64).obj(),
+    )
     held: dict[str, tuple[str, int, float]] = {}
     bound: dict[str, tuple[str, int]] = {}
     # End with a query excluding each gang in turn, from the widest window and from the newest.
@@ -396,7 +403,7 @@ def test_an_excluded_gang_whose_pods_are_all_bound_in_an_otherwise_empty_zone() 
     """Regression: the excluded gang's share was empty and its zone's sum gone with the other
     gang's record, and subtracting it raised KeyError (the admission failed open)."""
     now = datetime(2030, 1, 1, tzinfo=UTC)
-    snap = view(node("n1", "zone-a", gpus=64))
+    snap = view(NodeBuilder("n1").zone("zone-a").gpus(64).obj())
     snap.apply("ADDED", _gang_record("g1", "zone-a", 1, now))
     snap.apply("ADDED", _gang_record("g2", "zone-a", 1, now))
     snap.apply("ADDED", gpu_pod("p1", "n1", 1, **{labels.JOB: "g2"}))
@@ -469,15 +476,14 @@ def test_cached_candidate_zones_always_match_a_scan(events: list[tuple[Any, ...]
     for event in events:
         match event:
             case ("node", name, zone, ready, pool, tainted, gpus):
-                obj = node(
-                    name,
-                    zone,
-                    gpus,
-                    ready=ready,
-                    labels={"pool": "gpu"} if pool else None,
-                    taints=[{"key": "gpu", "effect": "NoSchedule"}] if tainted else None,
-                )
-                snap.apply("MODIFIED", obj)
+                built = NodeBuilder(name).zone(zone).gpus(gpus)
+                if not ready:
+                    built.not_ready()
+                if pool:
+                    built.label("pool", "gpu")
+                if tainted:
+                    built.taint("gpu")
+                snap.apply("MODIFIED", built.obj())
             case ("del-node", name):
                 snap.apply(
                     "DELETED", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
@@ -506,7 +512,7 @@ def test_cached_candidate_zones_always_match_a_scan(events: list[tuple[Any, ...]
 
 
 def test_the_candidate_cache_is_bounded() -> None:
-    snap = view(node("n1", "zone-a"))
+    snap = view(NodeBuilder("n1").zone("zone-a").obj())
     for i in range(40):
         snap.candidate_zones({"nodeSelector": {"k": str(i)}})
     assert len(snap._candidates) <= 16
@@ -516,9 +522,11 @@ def test_the_candidate_cache_is_bounded() -> None:
 
 
 def test_a_training_pod_costs_well_under_two_kib_to_hold() -> None:
-    """FACTS §8: a 3 KB pod kept as a dict costs ~20 KiB; 150k of them must fit in 200 MiB."""
+    """A 3 KB pod kept as a dict costs ~20 KiB; at Kubernetes' limit of 150,000 pods
+    (kubernetes/website ``content/en/docs/setup/best-practices/cluster-large.md``) the view
+    must hold them in 200 MiB."""
     pj = pytorchjob()
-    nodes = [node(f"n{i}", "zone-a") for i in range(50)]
+    nodes = [NodeBuilder(f"n{i}").zone("zone-a").obj() for i in range(50)]
     pods = []
     for i in range(2000):
         pod = pytorch_pod(pj, "worker", i).uid().bound(f"n{i % 50}").obj()

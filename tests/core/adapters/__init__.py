@@ -1,4 +1,13 @@
-"""The real label and owner shapes each framework's controller gives its pods (FACTS §2).
+"""The real label and owner shapes each framework's controller gives its pods.
+
+As the controllers write them: kubeflow/trainer v1.9 ``pkg/controller.v1/common/job_controller.go``
+(GenLabels, GenOwnerReference); kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``
+(newWorker, newLauncherJob) and ``pkg/apis/kubeflow/v2beta1/constants.go``; kubeflow/trainer v2
+``pkg/runtime/framework/plugins/jobset/jobset.go``; kubernetes-sigs/jobset
+``pkg/controllers/jobset_controller.go`` (labelAndAnnotateObject); kubernetes-sigs/lws
+``api/leaderworkerset/v1/leaderworkerset_types.go``; volcano-sh/volcano
+``pkg/controllers/job/job_controller_util.go``; ray-project/kuberay
+``ray-operator/controllers/ray/utils/constant.go``.
 
 Every builder here reproduces what the upstream controller writes, so that the adapter tests read
 "this pod, as mpi-operator creates it, plus this view → this gang". UIDs are fixed so the expected
@@ -13,7 +22,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from tests.builders import ZONE, PodBuilder, job, owner_ref, template
+from tests.builders import ZONE, JobBuilder, PodBuilder, template
 from webhook.core import resources
 from webhook.core.view import ClusterView
 
@@ -54,6 +63,12 @@ def without_owners(pod: Obj) -> Obj:
     return pod
 
 
+def annotated(built: JobBuilder, annotations: dict[str, str] | None) -> Obj:
+    for key, value in (annotations or {}).items():
+        built.annotate(key, value)
+    return built.obj()
+
+
 def uid(n: int) -> str:
     return f"00000000-0000-4000-8000-{n:012d}"
 
@@ -64,7 +79,12 @@ KF = "training.kubeflow.org/"
 
 
 def kubeflow_job(
-    kind: str, name: str, specs: dict[str, tuple[int, Obj]], *, uid: str, **kw: Any
+    kind: str,
+    name: str,
+    specs: dict[str, tuple[int, Obj]],
+    *,
+    uid: str,
+    annotations: dict[str, str] | None = None,
 ) -> Obj:
     field = {
         "PyTorchJob": "pytorchReplicaSpecs",
@@ -73,7 +93,8 @@ def kubeflow_job(
         "MPIJob": "mpiReplicaSpecs",
     }[kind]
     replica_specs = {rtype: {"replicas": n, "template": tpl} for rtype, (n, tpl) in specs.items()}
-    return job("kubeflow.org/v1", kind, name, NS, spec={field: replica_specs}, uid=uid, **kw)
+    built = JobBuilder("kubeflow.org/v1", kind, name, NS).uid(uid).spec(**{field: replica_specs})
+    return annotated(built, annotations)
 
 
 def kubeflow_pod(
@@ -96,34 +117,26 @@ def kubeflow_pod(
 # -- mpi-operator v2beta1 -----------------------------------------------------------------------
 
 
-def mpijob(name: str = "allreduce", workers: int | None = 2, *, uid: str, **kw: Any) -> Obj:
+def mpijob(
+    name: str = "allreduce",
+    workers: int | None = 2,
+    *,
+    uid: str,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
     worker: Obj = {"template": template(8)}
     if workers is not None:
         worker["replicas"] = workers
     specs = {"Launcher": {"replicas": 1, "template": cpu_template()}, "Worker": worker}
-    return job(
-        "kubeflow.org/v2beta1",
-        "MPIJob",
-        name,
-        NS,
-        spec={"slotsPerWorker": 8, "mpiReplicaSpecs": specs},
-        uid=uid,
-        **kw,
-    )
+    built = JobBuilder("kubeflow.org/v2beta1", "MPIJob", name, NS).uid(uid)
+    return annotated(built.spec(slotsPerWorker=8, mpiReplicaSpecs=specs), annotations)
 
 
 def launcher_job(mj: Obj, *, uid: str, name: str | None = None) -> Obj:
     """The ``batch/v1`` Job ``<mpijob>-launcher`` that mpi-operator creates, controlled by it."""
     job_name = name or f"{mj['metadata']['name']}-launcher"
-    return job(
-        "batch/v1",
-        "Job",
-        job_name,
-        NS,
-        uid=uid,
-        owner=owner_ref(mj),
-        spec={"template": cpu_template()},
-    )
+    built = JobBuilder("batch/v1", "Job", job_name, NS).uid(uid).owned_by(mj)
+    return built.spec(template=cpu_template()).obj()
 
 
 def mpi_worker_pod(mj: Obj, index: int) -> PodBuilder:
@@ -167,9 +180,11 @@ def jobset(
     *,
     uid: str,
     coordinator: Obj | None = None,
-    **kw: Any,
+    owner: Obj | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> Obj:
-    """``rjobs``: (name, replicas, parallelism, pod template) per replicated job, in order."""
+    """``rjobs``: (name, replicas, parallelism, pod template) per replicated job, in order;
+    ``owner``: the object that controls the JobSet (a TrainJob)."""
     spec: Obj = {
         "replicatedJobs": [
             {
@@ -190,30 +205,21 @@ def jobset(
     }
     if coordinator is not None:
         spec["coordinator"] = coordinator
-    return job("jobset.x-k8s.io/v1alpha2", "JobSet", name, NS, spec=spec, uid=uid, **kw)
+    built = JobBuilder("jobset.x-k8s.io/v1alpha2", "JobSet", name, NS).uid(uid).spec(**spec)
+    if owner is not None:
+        built.owned_by(owner)
+    return annotated(built, annotations)
 
 
 def trainjob(name: str, *, uid: str) -> Obj:
-    return job(
-        "trainer.kubeflow.org/v1alpha1",
-        "TrainJob",
-        name,
-        NS,
-        uid=uid,
-        spec={"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 4}},
-    )
+    built = JobBuilder("trainer.kubeflow.org/v1alpha1", "TrainJob", name, NS).uid(uid)
+    return built.spec(runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 4}).obj()
 
 
 def child_job(js: Obj, rjob: str, index: int, *, uid: str) -> Obj:
     """The batch Job ``<jobset>-<rjob>-<index>`` the JobSet controller creates."""
-    return job(
-        "batch/v1",
-        "Job",
-        f"{js['metadata']['name']}-{rjob}-{index}",
-        NS,
-        uid=uid,
-        owner=owner_ref(js),
-    )
+    name = f"{js['metadata']['name']}-{rjob}-{index}"
+    return JobBuilder("batch/v1", "Job", name, NS).uid(uid).owned_by(js).obj()
 
 
 def jobset_pod(
@@ -246,32 +252,18 @@ LWS = "leaderworkerset.sigs.k8s.io/"
 
 
 def leaderworkerset(
-    name: str = "vllm", *, size: int = 4, uid: str, leader: Obj | None = None, **kw: Any
+    name: str = "vllm", *, size: int = 4, uid: str, leader: Obj | None = None
 ) -> Obj:
     lwt: Obj = {"size": size, "workerTemplate": template(8)}
     if leader is not None:
         lwt["leaderTemplate"] = leader
-    return job(
-        "leaderworkerset.x-k8s.io/v1",
-        "LeaderWorkerSet",
-        name,
-        NS,
-        uid=uid,
-        spec={"replicas": 2, "leaderWorkerTemplate": lwt},
-        **kw,
-    )
+    built = JobBuilder("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", name, NS).uid(uid)
+    return built.spec(replicas=2, leaderWorkerTemplate=lwt).obj()
 
 
 def statefulset(name: str, owner: Obj, *, uid: str) -> Obj:
-    return job(
-        "apps/v1",
-        "StatefulSet",
-        name,
-        NS,
-        uid=uid,
-        owner=owner_ref(owner),
-        spec={"serviceName": name},
-    )
+    built = JobBuilder("apps/v1", "StatefulSet", name, NS).uid(uid).owned_by(owner)
+    return built.spec(serviceName=name).obj()
 
 
 def lws_pod(lws: Obj, sts: Obj, group: int, worker: int) -> PodBuilder:
@@ -298,14 +290,21 @@ def lws_pod(lws: Obj, sts: Obj, group: int, worker: int) -> PodBuilder:
 VC = "volcano.sh/"
 
 
-def volcano_job(name: str, tasks: Iterable[tuple[str, int, Obj]], *, uid: str, **kw: Any) -> Obj:
+def volcano_job(
+    name: str,
+    tasks: Iterable[tuple[str, int, Obj]],
+    *,
+    uid: str,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
     spec = {
         "schedulerName": "volcano",
         "minAvailable": 1,
         "queue": "default",
         "tasks": [{"name": t, "replicas": n, "template": tpl} for t, n, tpl in tasks],
     }
-    return job("batch.volcano.sh/v1alpha1", "Job", name, NS, spec=spec, uid=uid, **kw)
+    built = JobBuilder("batch.volcano.sh/v1alpha1", "Job", name, NS).uid(uid).spec(**spec)
+    return annotated(built, annotations)
 
 
 def volcano_pod(
@@ -337,13 +336,13 @@ def volcano_pod(
 RAY = "ray.io/"
 
 
-def raycluster(name: str, workers: Iterable[Obj], *, uid: str, **kw: Any) -> Obj:
+def raycluster(name: str, workers: Iterable[Obj], *, uid: str) -> Obj:
     """``workers``: workerGroupSpecs entries without their template (each gets ``template(8)``)."""
     spec = {
         "headGroupSpec": {"rayStartParams": {}, "template": cpu_template("4")},
         "workerGroupSpecs": [{"rayStartParams": {}, "template": template(8), **w} for w in workers],
     }
-    return job("ray.io/v1", "RayCluster", name, NS, spec=spec, uid=uid, **kw)
+    return JobBuilder("ray.io/v1", "RayCluster", name, NS).uid(uid).spec(**spec).obj()
 
 
 def ray_pod(rc: Obj, group: str | None = None) -> PodBuilder:
@@ -381,7 +380,7 @@ def _samples() -> list[tuple[str, str, Obj, list[Obj]]]:
     js = jobset("sweep", [("node", 2, 2, template(8))], uid=uid(301))
     js_child = child_job(js, "node", 0, uid=uid(302))
     tj = trainjob("tune", uid=uid(311))
-    tjs = jobset("tune", [("node", 1, 4, template(8))], uid=uid(312), owner=owner_ref(tj))
+    tjs = jobset("tune", [("node", 1, 4, template(8))], uid=uid(312), owner=tj)
     tjs_child = child_job(tjs, "node", 0, uid=uid(313))
     lws = leaderworkerset(uid=uid(401))
     leader_sts = statefulset("vllm", lws, uid=uid(402))

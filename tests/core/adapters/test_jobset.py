@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import job, owner_ref, template
+from tests.builders import JobBuilder, template
 from tests.core.adapters import (
     JS,
     NS,
@@ -44,7 +44,7 @@ JS_CHOSEN = jobset(
 DRIVER_0 = child_job(JS_SWEEP, "driver", 0, uid=uid(11))
 WORKERS_0 = child_job(JS_SWEEP, "workers", 0, uid=uid(12))
 WORKERS_1 = child_job(JS_SWEEP, "workers", 1, uid=uid(13))
-WORKERS_0_OLDER = job("batch/v1", "Job", "sweep-workers-0", NS, uid=uid(19))
+WORKERS_0_OLDER = JobBuilder("batch/v1", "Job", "sweep-workers-0", NS).uid(uid(19)).obj()
 CHOSEN_W1 = child_job(JS_CHOSEN, "workers", 1, uid=uid(14))
 CHOSEN_D0 = child_job(JS_CHOSEN, "driver", 0, uid=uid(15))
 
@@ -57,7 +57,7 @@ TJS = jobset(
         ("node", 1, 4, template(8)),
     ],
     uid=uid(22),
-    owner=owner_ref(TJ),
+    owner=TJ,
 )
 TJ_NODE = child_job(TJS, "node", 0, uid=uid(23))
 TJ_DATA = child_job(TJS, "dataset-initializer", 0, uid=uid(24))
@@ -232,7 +232,7 @@ def pod_of(child: dict[str, Any], **labels: str) -> dict[str, Any]:
         pytest.param(without_owners(pod_of(WORKERS_0)), [JS_SWEEP], id="labels-no-owner"),
         pytest.param(without_controller(pod_of(WORKERS_0)), [JS_SWEEP], id="not-controller"),
         pytest.param(
-            pod_of(job("batch/v1", "Job", "nightly-0", NS, uid=uid(31))),
+            pod_of(JobBuilder("batch/v1", "Job", "nightly-0", NS).uid(uid(31)).obj()),
             [JS_SWEEP],
             id="batch-job-name-does-not-fit-labels",
         ),
@@ -242,14 +242,10 @@ def pod_of(child: dict[str, Any], **labels: str) -> dict[str, Any]:
         pytest.param(
             pod_of(WORKERS_0),
             [
-                job(
-                    "batch/v1",
-                    "Job",
-                    "sweep-workers-0",
-                    NS,
-                    uid=uid(12),
-                    owner=owner_ref(job("batch/v1", "CronJob", "sweep", NS, uid=uid(32))),
-                )
+                JobBuilder("batch/v1", "Job", "sweep-workers-0", NS)
+                .uid(uid(12))
+                .owned_by(JobBuilder("batch/v1", "CronJob", "sweep", NS).uid(uid(32)).obj())
+                .obj()
             ],
             id="batch-job-controlled-by-a-cronjob",
         ),

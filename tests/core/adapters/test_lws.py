@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import job
+from tests.builders import JobBuilder
 from tests.core.adapters import (
     LWS,
     NS,
@@ -132,8 +132,10 @@ def pod_with(**labels: str) -> dict[str, Any]:
             id="statefulset-name-only-shares-a-prefix",
         ),
         pytest.param(
-            lws_pod(VLLM, job("apps/v1", "StatefulSet", "vllm", NS, uid=uid(3)), 0, 0).obj(),
-            [VLLM, job("apps/v1", "StatefulSet", "vllm", NS, uid=uid(3))],
+            lws_pod(
+                VLLM, JobBuilder("apps/v1", "StatefulSet", "vllm", NS).uid(uid(3)).obj(), 0, 0
+            ).obj(),
+            [VLLM, JobBuilder("apps/v1", "StatefulSet", "vllm", NS).uid(uid(3)).obj()],
             id="statefulset-controlled-by-nothing",
         ),
         pytest.param(pod_with(**{LWS + "group-index": "one"}), [VLLM], id="group-index-odd"),

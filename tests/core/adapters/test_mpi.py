@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import PodBuilder, job, template
+from tests.builders import JobBuilder, PodBuilder, template
 from tests.core.adapters import (
     KF,
     NS,
@@ -32,7 +32,7 @@ ADAPTER = MPIOperatorAdapter()
 MJ = mpijob("allreduce", workers=2, uid=uid(1), annotations={"podium.dev/skip": "true"})
 MJ_NEWER = mpijob("allreduce", workers=5, uid=uid(2))
 LAUNCHER_JOB = launcher_job(MJ, uid=uid(3))
-LAUNCHER_JOB_OLDER = job("batch/v1", "Job", "allreduce-launcher", NS, uid=uid(4))
+LAUNCHER_JOB_OLDER = JobBuilder("batch/v1", "Job", "allreduce-launcher", NS).uid(uid(4)).obj()
 #: A batch Job that some other MPIJob controls, with a name that does not fit the convention.
 ODD_JOB = launcher_job(MJ, uid=uid(5), name="allreduce-driver")
 #: A kubeflow.org/v1 MPIJob of the same name: training-operator's, not ours.
@@ -139,7 +139,7 @@ def test_recognise(pod: Any, objects: list[Any], expected: Gang) -> None:
         ),
         pytest.param(
             mpi_launcher_pod(MJ, LAUNCHER_JOB).obj(),
-            [MJ, job("batch/v1", "Job", "allreduce-launcher", NS, uid=uid(3))],
+            [MJ, JobBuilder("batch/v1", "Job", "allreduce-launcher", NS).uid(uid(3)).obj()],
             id="batch-job-controlled-by-nothing",
         ),
         pytest.param(without_owners(worker().obj()), [MJ], id="worker-labels-no-owner"),
