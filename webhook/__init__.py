@@ -1,13 +1,13 @@
 """podium: keep every pod of a distributed training job in one zone, and let only its own pods talk.
 
-Layers, from the inside out (each imports only the ones above it):
+Four floors, each importing only the ones below it (``[tool.importlinter]`` in pyproject.toml):
 
-* ``labels``, ``settings``, ``resources``, ``selectors`` — vocabulary and small pure helpers;
-* ``snapshot`` — a point-in-time view of the cluster that decisions read;
-* ``adapters`` — one module per job framework: "which gang is this pod in";
-* ``zones``, ``mutation``, ``policies``, ``reviews``, ``engine`` — the pure decision;
-* ``effects``, ``kubeapi``, ``cache``, ``audit``, ``admission``, ``server``, ``cli`` — the I/O
-  at the edges.
+* ``webhook.core`` — the decision, pure: adapters (one per framework), zones, mutation, policies,
+  the cluster view; no Kubernetes client, web framework or terminal UI;
+* ``webhook.kube`` — the Kubernetes edge: client, errors, watch cache, leader election, twins;
+* ``webhook.serve`` — the running webhook: server, admission, effects, audit, events, metrics,
+  reconciler, TLS;
+* ``webhook.ops`` — the commands people run: cli, offline review, audit viewer, doctor, certs.
 """
 
 __version__ = "0.1.0"
