@@ -77,7 +77,7 @@ recipe() {
         module=volcano.sh/volcano
         package=$module/cmd/controller-manager
         binary=vc-controller-manager
-        crds=(installer/helm/chart/volcano/crd/bases)
+        crds=(config/crd/volcano/bases config/crd/jobflow/bases)
         examples=(example)
         ;;
     *)

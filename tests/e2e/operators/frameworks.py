@@ -206,6 +206,9 @@ def _raycluster(builds: dict[str, Build]) -> list[Object]:
 def _volcanojob(builds: dict[str, Build]) -> list[Object]:
     (job,) = _load(builds["volcano"], "example/integrations/mpi/mpi-example.yaml")
     job["spec"].pop("schedulerName", None)
+    # What vc-webhook-manager's defaulting adds (it does not run here); the job controller
+    # refuses a job whose queue does not exist.
+    job["spec"].setdefault("queue", "default")
     for task in job["spec"]["tasks"]:
         _one_gpu(task["template"])
     return [job]
@@ -373,6 +376,7 @@ FRAMEWORKS: dict[str, Framework] = {
             pods=3,
             adaptations=(
                 "schedulerName volcano removed (no vc-scheduler: kube-scheduler binds)",
+                "queue: default (vc-webhook-manager's default; it does not run here)",
                 "one nvidia.com/gpu per container",
             ),
             intermediates=(("scheduling.volcano.sh/v1beta1", "PodGroup"),),

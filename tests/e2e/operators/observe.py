@@ -9,18 +9,33 @@ its chain of controller owners up to the job. `fixture` turns that into the gold
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
+import http.client
+import json
+import socket
+import ssl
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from ..cluster import ApiError, LocalCluster
 from .frameworks import Framework
 from .runner import Build
 
-__all__ = ["PODIUM_ENV", "Observation", "api_path", "fixture", "observe", "owner_chain"]
+__all__ = [
+    "PODIUM_ENV",
+    "Observation",
+    "api_path",
+    "fixture",
+    "observe",
+    "owner_chain",
+    "podium_env",
+    "summarize",
+]
 
 #: The container env podium reads, captured for every pod.
 PODIUM_ENV = (
@@ -29,6 +44,7 @@ PODIUM_ENV = (
     "PET_NODE_RANK",
     "PET_MASTER_ADDR",
     "PET_MASTER_PORT",
+    "PET_RDZV_ENDPOINT",
     "WORLD_SIZE",
     "RANK",
     "MASTER_ADDR",
@@ -86,12 +102,16 @@ class Observation:
     created: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: pod name -> the user that created it.
     creators: dict[str, str] = field(default_factory=dict)
+    #: pod name -> the user agent of the create request (which controller made it).
+    agents: dict[str, str] = field(default_factory=dict)
     #: pod name -> controller owners, nearest first.
     owners: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: kind -> stored objects of that kind in the namespace.
     intermediates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: seconds from submitting the job to each pod's create request, by pod name.
     created_after: dict[str, float] = field(default_factory=dict)
+    #: pods that were gone again by the end of the observation (their last state is recorded).
+    deleted: list[str] = field(default_factory=list)
 
     def pod(self, name: str) -> dict[str, Any]:
         return next(p for p in self.pods if p["metadata"]["name"] == name)
@@ -113,6 +133,15 @@ def _list(cluster: LocalCluster, api_version: str, kind: str, namespace: str) ->
         item.setdefault("apiVersion", api_version)
         item.setdefault("kind", kind)
     return sorted(items, key=lambda o: o["metadata"]["name"])
+
+
+def _intermediates(
+    cluster: LocalCluster, framework: Framework, namespace: str
+) -> dict[str, list[Any]]:
+    return {
+        kind: _list(cluster, api_version, kind, namespace)
+        for api_version, kind in framework.intermediates
+    }
 
 
 def _parse_time(value: str) -> float:
@@ -154,6 +183,78 @@ def _matches(request: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     )
 
 
+class PodWatch:
+    """Watch a namespace's pods in a thread: the last state of every pod, by UID, and which
+    were deleted. Use as a context manager; start it before creating anything."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.gone: set[str] = set()
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._connection: http.client.HTTPSConnection | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def __enter__(self) -> Self:
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        version = self.cluster.request("GET", path)["metadata"]["resourceVersion"]
+        context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
+        context.load_cert_chain(str(self.cluster.admin_cert_file), str(self.cluster.admin_key_file))
+        self._connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.cluster.apiserver_port, context=context, timeout=None
+        )
+        self._connection.request(
+            "GET",
+            f"{path}?watch=true&resourceVersion={version}",
+            headers={"Accept": "application/json"},
+        )
+        response = self._connection.getresponse()
+        if response.status != 200:
+            raise ApiError("GET", path, response.status, response.read().decode(errors="replace"))
+        self._thread = threading.Thread(target=self._read, args=(response,), daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stopping = True
+        if self._connection is not None and self._connection.sock is not None:
+            with contextlib.suppress(OSError):
+                self._connection.sock.shutdown(socket.SHUT_RDWR)
+            self._connection.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _read(self, response: http.client.HTTPResponse) -> None:
+        try:
+            for line in response:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event["object"]
+                if event["type"] == "ERROR":
+                    raise ApiError("WATCH", self.namespace, obj.get("code", 0), str(obj))
+                if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+                    continue
+                with self._lock:
+                    self.pods[obj["metadata"]["uid"]] = obj
+                    if event["type"] == "DELETED":
+                        self.gone.add(obj["metadata"]["uid"])
+        except BaseException as error:
+            if not self._stopping:
+                self._error = error
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self.pods)
+
+    def raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
 def observe(
     cluster: LocalCluster,
     framework: Framework,
@@ -169,32 +270,41 @@ def observe(
     more (to see any extra pod the operator would still create), and records everything.
     """
     objects = [_namespaced(o, cluster, namespace) for o in framework.make(dict(builds))]
-    started = time.time()
-    for obj in objects:
-        cluster.apply(obj)
     job_obj = objects[-1]
     job_path = api_path(
         job_obj["apiVersion"], job_obj["kind"], namespace, job_obj["metadata"]["name"]
     )
+    # Every pod seen, by UID, in its last state: a pod the operator deletes again within
+    # milliseconds (say, workers killed once kwok completes the launcher) is still recorded.
+    with PodWatch(cluster, namespace) as watch:
+        started = time.time()
+        for obj in objects:
+            cluster.apply(obj)
 
-    def pods() -> list[Any]:
-        items: list[Any] = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
-        return items
+        def enough() -> bool:
+            watch.raise_error()
+            pods = watch.snapshot()
+            done = [p for uid, p in pods.items() if p["spec"].get("nodeName") or uid in watch.gone]
+            return len(pods) >= framework.pods and len(done) == len(pods)
 
-    def enough() -> bool:
-        items = pods()
-        return len(items) >= framework.pods and all(p["spec"].get("nodeName") for p in items)
-
-    cluster.wait_for(
-        f"{framework.pods} pods of {framework.name} in {namespace}", enough, timeout=timeout
-    )
-    time.sleep(settle)
-    stored = pods()
+        cluster.wait_for(
+            f"{framework.pods} pods of {framework.name} in {namespace}", enough, timeout=timeout
+        )
+        # Intermediates now and after settling, merged by UID: some are gone by then (a
+        # Volcano PodGroup once kwok has completed the job).
+        early = _intermediates(cluster, framework, namespace)
+        time.sleep(settle)
+        watch.raise_error()
+        seen = watch.snapshot()
+        gone = set(watch.gone)
+    stored = list(seen.values())
+    deleted = sorted(p["metadata"]["name"] for uid, p in seen.items() if uid in gone)
     job = cluster.request("GET", job_path)
 
     events = _create_events(cluster, namespace)
     created: dict[str, dict[str, Any]] = {}
     creators: dict[str, str] = {}
+    agents: dict[str, str] = {}
     created_after: dict[str, float] = {}
     order: dict[str, int] = {}
     unclaimed = list(enumerate(events))
@@ -204,6 +314,7 @@ def observe(
             if _matches(event["requestObject"], pod):
                 created[name] = event["requestObject"]
                 creators[name] = event["user"]["username"]
+                agents[name] = event.get("userAgent", "")
                 created_after[name] = round(
                     _parse_time(event["requestReceivedTimestamp"]) - started, 3
                 )
@@ -212,10 +323,11 @@ def observe(
                 break
     stored.sort(key=lambda p: (order.get(p["metadata"]["name"], 1 << 30), p["metadata"]["name"]))
 
-    intermediates = {
-        kind: _list(cluster, api_version, kind, namespace)
-        for api_version, kind in framework.intermediates
-    }
+    intermediates = _intermediates(cluster, framework, namespace)
+    for kind, items in early.items():
+        known = {o["metadata"]["uid"] for o in intermediates[kind]}
+        intermediates[kind] += [o for o in items if o["metadata"]["uid"] not in known]
+        intermediates[kind].sort(key=lambda o: o["metadata"]["name"])
     return Observation(
         framework=framework,
         namespace=namespace,
@@ -224,9 +336,11 @@ def observe(
         pods=stored,
         created=created,
         creators=creators,
+        agents=agents,
         owners={p["metadata"]["name"]: owner_chain(cluster, p) for p in stored},
         intermediates=intermediates,
         created_after=created_after,
+        deleted=deleted,
     )
 
 
@@ -257,12 +371,23 @@ def _clean(obj: Mapping[str, Any], namespace: str, uids: Mapping[str, str]) -> A
 
 
 def _env(pod: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Every container's env (init containers first), by container name."""
     spec = pod.get("spec", {})
     found: dict[str, list[Any]] = {}
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-        entries = [e for e in container.get("env", []) if e["name"] in PODIUM_ENV]
-        if entries:
-            found[container["name"]] = entries
+        if container.get("env"):
+            found[container["name"]] = container["env"]
+    return found
+
+
+def podium_env(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The `PODIUM_ENV` variables of the pod's containers (first value seen, ``valueFrom`` as
+    its JSON), for quick looks and assertions."""
+    found: dict[str, str] = {}
+    for entries in _env(pod).values():
+        for entry in entries:
+            if entry["name"] in PODIUM_ENV and entry["name"] not in found:
+                found[entry["name"]] = str(entry.get("value", entry.get("valueFrom")))
     return found
 
 
@@ -309,20 +434,24 @@ def fixture(
             "name": name,
             "order": index,
             "created_by": observation.creators.get(name),
+            "user_agent": observation.agents.get(name),
             "seconds_after_submit": observation.created_after.get(name),
+            "deleted_during_capture": name in observation.deleted,
             "owner_chain": [
                 {k: ref[k] for k in ("apiVersion", "kind", "name") if k in ref}
                 for ref in observation.owners[name]
             ],
-            "stored": {
-                "labels": labels,
-                "annotations": pod["metadata"].get("annotations", {}),
-                "ownerReferences": clean({"r": pod["metadata"].get("ownerReferences", [])})["r"],
-                "env": clean({"e": _env(pod)})["e"],
-                "schedulerName": pod["spec"].get("schedulerName"),
-                "hostname": pod["spec"].get("hostname"),
-                "subdomain": pod["spec"].get("subdomain"),
-            },
+            "stored": clean(
+                {
+                    "labels": labels,
+                    "annotations": pod["metadata"].get("annotations", {}),
+                    "ownerReferences": pod["metadata"].get("ownerReferences", []),
+                    "env": _env(pod),
+                    "schedulerName": pod["spec"].get("schedulerName"),
+                    "hostname": pod["spec"].get("hostname"),
+                    "subdomain": pod["spec"].get("subdomain"),
+                }
+            ),
             "created": clean(observation.created[name]) if name in observation.created else None,
         }
         pods.append(entry)

@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Self
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..cluster import ApiError, LocalCluster
@@ -163,7 +163,8 @@ def build(name: str) -> Build:
 # --- certificates -----------------------------------------------------------------------------
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
+    # PKCS#1: cert-controller's rotator reads the CA key with x509.ParsePKCS1PrivateKey.
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.TraditionalOpenSSL,
@@ -219,7 +220,7 @@ def issue_webhook_certs(ca_name: str, dns_names: Sequence[str]) -> WebhookCerts:
     own, whose serving cert would not name 127.0.0.1.
     """
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ca_subject = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, ca_name),
@@ -238,7 +239,7 @@ def issue_webhook_certs(ca_name: str, dns_names: Sequence[str]) -> WebhookCerts:
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
-                key_encipherment=False,
+                key_encipherment=True,
                 content_commitment=False,
                 data_encipherment=False,
                 key_agreement=False,
@@ -252,7 +253,7 @@ def issue_webhook_certs(ca_name: str, dns_names: Sequence[str]) -> WebhookCerts:
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     names = [*dns_names, "localhost"]
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
     sans.append(x509.IPAddress(ipaddress.ip_address(HOST)))
@@ -485,7 +486,10 @@ class Operator:
             directory.mkdir(parents=True, exist_ok=True)
         try:
             if install_crds:
-                self.cluster.install_crds(self.crd_files())
+                crds = self.crd_files()
+                if not crds:
+                    raise OperatorError(f"no CRD files in {self.build.crd_dir}")
+                self.cluster.install_crds(crds)
             self.ensure_namespace(self.namespace)
             self.prepare()
             self._spawn()
