@@ -12,7 +12,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from tests.builders import namespace
+from tests.builders import PodBuilder, namespace
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, policies
 from webhook.core.settings import PolicyMode, Settings
@@ -84,6 +84,11 @@ def not_pinned(c: Cluster) -> None:
     del c.pods[1]["metadata"]["labels"][labels.JOB]
 
 
+def copied_label(c: Cluster) -> None:
+    """A pod created while podium was down, with the job's label copied onto it."""
+    c.extra.append(PodBuilder(NS, name="spy").uid().label(labels.JOB, c.key).bound("c-2").obj())
+
+
 def deny_in_namespace(c: Cluster) -> None:
     c.extra.append(
         cnp("zones", {"endpointSelector": {"matchLabels": {"app": "trainer"}}, "ingressDeny": [{}]})
@@ -151,6 +156,7 @@ CASES: list[tuple[str, Callable[[Cluster], None], list[str]]] = [
     ("no allow policy", no_policy, ["no-policy"]),
     ("hostNetwork pod", host_network, ["host-network"]),
     ("pod podium did not pin", not_pinned, ["not-pinned"]),
+    ("a pod with the job's label copied", copied_label, ["copied-label"]),
     ("CNP deny rule selects the job", deny_in_namespace, ["deny-rule"]),
     ("CCNP deny by namespace label", deny_clusterwide_by_namespace, ["deny-rule"]),
     ("CCNP deny by NotIn expression", deny_clusterwide_by_expression, ["deny-rule"]),
@@ -266,6 +272,24 @@ def test_split_names_the_zones_and_the_pods() -> None:
     assert finding.detail == "pods run in 2 zones (zone-a: 1, zone-c: 1)"
     assert finding.pods == ("llama-master-0", "llama-worker-0")
     assert "podium.dev/skip" in finding.fix
+
+
+def test_a_copied_label_is_reported_on_the_job_it_names() -> None:
+    c = Cluster()
+    copied_label(c)
+    (finding,) = c.diagnose().findings
+    assert (finding.job, finding.pods) == (JOB_NAME, ("spy",))
+    assert "no job in its controller chain (no controller)" in finding.detail
+    assert "reconciler removes the label" in finding.fix
+    # the job's own pods gone (finished), the copy still selected by its policy: still reported
+    for pod in c.pods:
+        pod["status"] = {"phase": "Succeeded"}
+    (job,) = c.diagnose().jobs
+    assert (job.job, job.pods, [f.check for f in job.findings]) == (
+        JOB_NAME,
+        0,
+        ["copied-label"],
+    )
 
 
 def test_policy_mode_none_expects_no_policy() -> None:

@@ -298,6 +298,38 @@ async def test_an_unpinned_job_through_the_admitter(
     assert "Unpinned" in poster.reasons()
 
 
+def test_a_removed_copied_label_is_a_warning_on_the_pod(now: datetime) -> None:
+    """The reconciler's records call for one event: the label it removed; nothing else."""
+    unlabelled = record(
+        outcome="reconcile",
+        reason="label-disowned",
+        detail="removed podium.dev/job=1f2d3819-… from pod spy: no job in its controller chain",
+        pod="spy",
+        zone=None,
+        action="unlabel",
+        result="unlabelled",
+        effects=[{"kind": "Pod", "name": "spy", "namespace": "team-a", "outcome": "unlabelled"}],
+    )
+    (event,) = events.build(unlabelled, instance="podium-0", now=now)
+    assert_valid(event)
+    assert (event["reason"], event["type"], event["action"]) == (
+        events.JOB_LABEL_REMOVED,
+        "Warning",
+        "RemoveLabel",
+    )
+    assert event["regarding"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "spy",
+        "namespace": "team-a",
+    }
+    assert event["related"]["name"] == "llama" and "pod spy" in event["note"]
+    failed = {**unlabelled, "result": "failed: forbidden"}
+    created = record(outcome="reconcile", action="create", result="created")
+    assert events.build(failed, instance="p", now=now) == []
+    assert events.build(created, instance="p", now=now) == []
+
+
 def test_kubernetes_network_policies_are_reported_too(now: datetime) -> None:
     rec = record(
         effects=[

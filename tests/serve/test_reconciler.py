@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, labels, policies
+from webhook.core import adapters, engine, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import ClusterView
@@ -159,8 +159,11 @@ def test_with_both_gone_and_the_job_gone_nothing_is_rebuilt(world: World) -> Non
 
 
 def test_labelled_pods_no_adapter_recognises_rebuild_nothing(world: World) -> None:
+    """A pod with the gang's label but no controller: nothing is rebuilt from it, and the label,
+    which no controller chain backs, is removed."""
     lone = PodBuilder(NS, name="lone").uid().label(labels.JOB, world.gang.key).obj()
-    assert dataclasses.replace(world, pods=[lone]).plan(records=[], policies_=[]) == []
+    actions = dataclasses.replace(world, pods=[lone]).plan(records=[], policies_=[])
+    assert summary(actions) == [("unlabel", "label-disowned", "Pod")]
 
 
 EDITS: list[tuple[str, Callable[[dict[str, Any]], None], dict[str, Any]]] = [
@@ -294,7 +297,89 @@ def test_pods_no_adapter_recognises_are_not_rebuilt_from(world: World) -> None:
     """Pods with the label but no controller owner: alive, but nothing to build a policy from."""
     lone = PodBuilder(NS, name="lone").uid().label(labels.JOB, world.gang.key).obj()
     w = dataclasses.replace(world, pods=[lone])
-    assert w.plan(policies_=[]) == []
+    assert [a.verb for a in w.plan(policies_=[])] == ["unlabel"]
+
+
+# --- plan: pods created with a copied label while podium was down ---------------------------
+
+
+def spoof(world: World, name: str = "spy", **build: Any) -> dict[str, Any]:
+    """A pod carrying the world's gang label, owned as ``build`` says (nothing by default)."""
+    pod = PodBuilder(NS, name=name).uid().label(labels.JOB, world.gang.key)
+    if "owner" in build:
+        pod.owner(*build["owner"])
+    if "phase" in build:
+        pod.bound("a-1", phase=build["phase"])
+    return pod.obj()
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [
+        ("own pod", None),
+        ("bare pod", "no job in its controller chain (no controller)"),
+        ("deployment's pod", "no job in its controller chain (ReplicaSet/web-7d9)"),
+        ("another job's pod", "its controller chain leads to PyTorchJob/other"),
+        ("finished bare pod", None),
+        ("own pod, job being deleted", None),
+    ],
+)
+def test_disowned_label(world: World, case: str, why: str | None) -> None:
+    other = pytorchjob("other", workers=0)
+    pod = {
+        "own pod": world.pods[0],
+        "own pod, job being deleted": world.pods[0],
+        "bare pod": spoof(world),
+        "finished bare pod": spoof(world, phase="Succeeded"),
+        "deployment's pod": spoof(world, owner=("apps/v1", "ReplicaSet", "web-7d9", "rs-1")),
+        "another job's pod": copy.deepcopy(pytorch_pod(other, "master").uid().obj()),
+    }[case]
+    if case == "another job's pod":
+        pod["metadata"]["labels"][labels.JOB] = world.gang.key
+    objects = [world.job, other] if case != "own pod, job being deleted" else [other]
+    view = ClusterView.from_objects(base_cluster(*objects, pod), zone_label="x")
+    found = engine.disowned_label(pod, NS, view)
+    assert (found is None) if why is None else (found is not None and found.startswith(why))
+
+
+def test_copied_labels_are_removed_only_in_opted_in_namespaces(world: World) -> None:
+    elsewhere = spoof(world, "spy-2")
+    elsewhere["metadata"]["namespace"] = "sandbox"  # not opted in: podium's policies never
+    w = dataclasses.replace(world, pods=[*world.pods, spoof(world), elsewhere])
+    (action,) = [a for a in w.plan() if a.verb == "unlabel"]
+    assert action.target == ("Pod", NS, "spy")
+    assert action.patch == {
+        "metadata": {"uid": action.manifest["metadata"]["uid"], "labels": {labels.JOB: None}}
+    }
+    assert action.owner["uid"] == world.job["metadata"]["uid"]  # the job whose label it copied
+    assert "spy" in action.detail and world.gang.key in action.detail
+
+
+def test_only_podium_itself_may_remove_the_label(world: World) -> None:
+    """The UPDATE guard refuses every change of the label, except the removal of a disowned one
+    by podium's own user (the reconciler's patch above)."""
+    from webhook.core import reviews  # noqa: PLC0415
+
+    before = spoof(world)
+    after = copy.deepcopy(before)
+    del after["metadata"]["labels"][labels.JOB]
+    podium = "system:serviceaccount:podium-system:podium"
+
+    def decide(user: str, old: dict[str, Any], new: dict[str, Any], own_user: str = podium) -> str:
+        review = reviews.review_for_pod(new)
+        review["request"].update(operation="UPDATE", oldObject=old, userInfo={"username": user})
+        request = reviews.from_document(review)
+        settings = Settings(own_user=own_user)
+        return engine.decide(request, world.view(), settings, now=NOW).outcome
+
+    assert decide(podium, before, after) == "skipped"
+    assert decide("alice", before, after) == "denied"
+    assert decide(podium, after, before) == "denied"  # adding it: nobody
+    assert decide("", before, after, own_user="") == "denied"  # own user unknown: nobody
+    own = world.pods[0]  # a label that is the pod's own: not even podium may take it away
+    stripped = copy.deepcopy(own)
+    del stripped["metadata"]["labels"][labels.JOB]
+    assert decide(podium, own, stripped) == "denied"
 
 
 # --- the executor ---------------------------------------------------------------------------
@@ -494,3 +579,24 @@ def test_tuning_from_the_settings() -> None:
 def test_merge_diff_round_trips(before: Any, after: Any, patch: Any) -> None:
     assert reconciler.merge_diff(before, after) == patch
     assert twins.apply_merge_patch(before, patch) == after
+
+
+async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Live) -> None:
+    pod = spoof(live.world)
+    live.api.put(pod)
+    live.view["now"] = ClusterView.from_objects(
+        base_cluster(live.world.job, *live.world.pods, pod), zone_label="x"
+    )
+    seen: list[audit.AuditRecord] = []
+    live.rec.observe = seen.append
+    (record,) = await live.rec.run_once()
+    assert (record["action"], record["reason"], record["result"]) == (
+        "unlabel",
+        "label-disowned",
+        "unlabelled",
+    )
+    assert (record["pod"], record["namespace"]) == ("spy", NS)
+    assert record["job"]["uid"] == live.world.job["metadata"]["uid"]
+    assert seen == [record] and live.sink.records == [record]
+    stored_pod = live.api.objects[("", "Pod", NS, "spy")]
+    assert labels.JOB not in stored_pod["metadata"]["labels"]

@@ -706,3 +706,30 @@ def test_forwarded_headers_are_not_trusted() -> None:
         make_world().app, host="127.0.0.1", port=0, ssl_context=None, log_config=None
     )
     assert config.proxy_headers is False
+
+
+class _Whoami:
+    """Answers a SelfSubjectReview as the apiserver does, or fails like an old one."""
+
+    def __init__(self, user: str | None) -> None:
+        self.user = user
+        self.created: list[Any] = []
+
+    async def create(self, manifest: Any) -> dict[str, Any]:
+        self.created.append(manifest)
+        if self.user is None:
+            raise errors.NotFound("selfsubjectreviews.authentication.k8s.io not found")
+        return {**manifest, "status": {"userInfo": {"username": self.user, "groups": []}}}
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Any:
+        raise NotImplementedError
+
+
+async def test_podium_asks_the_apiserver_who_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    sa = "system:serviceaccount:podium-system:podium"
+    api = _Whoami(sa)
+    assert await server.who_am_i(api) == sa
+    assert api.created == [{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}]
+    with caplog.at_level(logging.WARNING, logger="podium.server"):
+        assert await server.who_am_i(_Whoami(None)) == ""
+    assert "own-user" in caplog.text

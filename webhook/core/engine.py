@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from webhook.core import adapters, labels, mutation, policies, records, zones
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, controller_ref
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
 from webhook.core.settings import Settings
-from webhook.core.view import ClusterView
+from webhook.core.view import TERMINAL_PHASES, ClusterView
 
 Outcome = Literal["pinned", "unpinned", "skipped", "denied"]
 
@@ -83,7 +83,7 @@ def decide(
     namespace = request.namespace
     pod = request.object
     if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
-        return _guard_update(request)
+        return _guard_update(request, view, settings)
     if not request.is_pod or request.operation != "CREATE" or request.sub_resource or pod is None:
         what = f"{request.operation} {request.kind.get('kind', '?')}"
         if request.sub_resource:
@@ -113,15 +113,32 @@ def _trusted_label(pod: Obj | None) -> str | None:
     return value.get(labels.JOB) if isinstance(value, Mapping) else None
 
 
-def _guard_update(request: Request) -> Decision:
+def _guard_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
     """Only podium sets its job label, at creation: an update that adds, changes or removes it
-    would move a pod into (or out of) some job's allow policy, so it is refused."""
+    would move a pod into (or out of) some job's allow policy, so it is refused — except podium's
+    own removal of a label the pod's controller chain disowns (``disowned_label``: the
+    reconciler's, for a pod created with a copied label while podium was down). Both must hold:
+    the request comes from podium's own user, and the label it removes is not the pod's."""
     before, after = _trusted_label(request.old_object), _trusted_label(request.object)
     if before == after:
         return Decision(
             outcome="skipped",
             reason="not-a-pod-creation",
             detail="UPDATE Pod that leaves podium's label alone",
+            namespace=request.namespace,
+        )
+    user = request.user.get("username")
+    if (
+        after is None
+        and settings.own_user
+        and user == settings.own_user
+        and request.old_object is not None
+        and (why := disowned_label(request.old_object, request.namespace, view)) is not None
+    ):
+        return Decision(
+            outcome="skipped",
+            reason="own-label-removal",
+            detail=f"podium ({user}) removed a copied {labels.JOB} label: {why}",
             namespace=request.namespace,
         )
     message = (
@@ -136,6 +153,45 @@ def _guard_update(request: Request) -> Decision:
         pod=request.object,
         denial=message,
     )
+
+
+def disowned_label(pod: Obj, namespace: str, view: ClusterView) -> str | None:
+    """Why the pod's ``podium.dev/job`` label is not its own, or None when it is (or the pod has
+    none, or is finished, or its own job cannot be checked right now).
+
+    The label is its own when an adapter recognises the pod as a member of exactly that gang, or
+    — the job not in the view, e.g. being deleted — when the gang key starts with the UID of an
+    object in the pod's controller chain. Anything else was copied: admission strips such a label,
+    but a pod created while podium was down never went through admission."""
+    value = _trusted_label(pod)
+    if not value or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    gang = adapters.recognise(pod, namespace, view)
+    if gang is not None:
+        if gang.key == value:
+            return None
+        return f"its controller chain leads to {gang.display} (gang {gang.key}), not gang {value}"
+    chain = _controller_uids(pod, view)
+    if any(value == uid or value.startswith(uid + "-") for uid in chain):
+        return None
+    owner = controller_ref(pod)
+    what = f"{owner.get('kind')}/{owner.get('name')}" if owner else "no controller"
+    return f"no job in its controller chain ({what}) has gang {value}"
+
+
+def _controller_uids(obj: Obj, view: ClusterView, depth: int = 4) -> list[str]:
+    """The UIDs of the object's controller, its controller's controller, … as far as the view
+    knows them (a reference's UID counts even when its object is not in the view)."""
+    uids: list[str] = []
+    current: Obj | None = obj
+    for _ in range(depth):
+        ref = controller_ref(current) if current is not None else None
+        uid = str((ref or {}).get("uid") or "")
+        if not uid or uid in uids:
+            break
+        uids.append(uid)
+        current = view.by_uid(uid)
+    return uids
 
 
 def _guard(

@@ -67,6 +67,11 @@ class Settings:
     orphan_grace_seconds: float = 120.0
     #: Seconds between two reconciler passes (of the elected replica).
     reconcile_interval_seconds: float = 30.0
+    #: The user podium's own API calls come as (``podium serve`` asks the apiserver at start, e.g.
+    #: ``system:serviceaccount:podium-system:podium``): the one user whose updates may remove a
+    #: ``podium.dev/job`` label — the reconciler's, on a pod created with a copied one while
+    #: podium was down. Empty: nobody may.
+    own_user: str = ""
 
     def skips_namespace(self, namespace: str) -> bool:
         return namespace == self.own_namespace or namespace in self.excluded_namespaces

@@ -12,6 +12,9 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
     host-network    a training pod uses hostNetwork: pod network policy does not cover it
     not-pinned      a training pod in an opted-in namespace has no podium.dev/zone: podium was
                     down or failed open when it was created
+    copied-label    a pod carries the job's podium.dev/job label although its controller chain
+                    does not lead to the job (created with a copied label while podium was
+                    down): the job's allow policy selects it
 """
 
 from __future__ import annotations
@@ -23,18 +26,25 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, labels, policies, selectors
+from webhook.core import adapters, engine, labels, policies, selectors
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import PolicyMode, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import cache, errors
+from webhook.serve import reconciler
 
 if TYPE_CHECKING:
     from webhook.kube import protocols
 
 Check = Literal[
-    "split-zones", "no-policy", "deny-rule", "default-deny", "host-network", "not-pinned"
+    "split-zones",
+    "no-policy",
+    "deny-rule",
+    "default-deny",
+    "host-network",
+    "not-pinned",
+    "copied-label",
 ]
 
 CILIUM = "cilium.io"
@@ -54,6 +64,8 @@ FIXES: Mapping[Check, str] = {
     "set enableDefaultDeny to false",
     "host-network": "run training pods without hostNetwork, or secure their traffic another way: "
     "pod policies do not apply to them",
+    "copied-label": "podium's reconciler removes the label within one pass "
+    "(reconcile-interval-seconds); if it stays, check that podium runs and may patch pods",
     "not-pinned": "delete the pod so its controller re-creates it through podium; see `podium "
     "audit --outcome fail-open` for why",
 }
@@ -277,11 +289,43 @@ def diagnose(
                 jobs.setdefault((ns, gang.key), _Job(gang, ns)).pods.append(pod)
         if progress is not None:
             progress(i)
+    copied = _copied_labels(view, settings, namespace)
     verdicts = [
-        _judge(job, view, settings, cilium, managed_policies)
-        for _, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
+        _judge(job, view, settings, cilium, managed_policies, copied.pop(key, []))
+        for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
     ]
+    for (ns, key), found in sorted(copied.items()):  # gangs none of whose own pods are left
+        owner = reconciler.job_of_gang(key, view)
+        name = f"{owner['kind']}/{owner['name']}" if owner else f"gang {key}"
+        names = tuple(sorted(_name(p) for p, _ in found))
+        detail = "; ".join(f"{_name(p)}: {why}" for p, why in found)
+        finding = Finding("copied-label", ns, name, detail, names)
+        verdicts.append(JobVerdict(ns, name, key, 0, (), (finding,)))
     return Diagnosis(tuple(verdicts))
+
+
+def _copied_labels(
+    view: ClusterView, settings: Settings, namespace: str | None
+) -> dict[tuple[str, str], list[tuple[Obj, str]]]:
+    """Per (namespace, gang): the pods in opted-in namespaces whose podium.dev/job label names
+    the gang although their controller chain disowns it, and why."""
+    out: dict[tuple[str, str], list[tuple[Obj, str]]] = collections.defaultdict(list)
+    for ns, gang in sorted(set(view.gangs())):
+        if (namespace is not None and ns != namespace) or not _opted_in(view, settings, ns):
+            continue
+        for pod in view.pods_in(ns, {labels.JOB: gang}):
+            why = engine.disowned_label(pod, ns, view)
+            if why is not None:
+                out[(ns, gang)].append((pod, why))
+    return out
+
+
+def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
+    ns_labels = ((view.namespace(namespace) or {}).get("metadata") or {}).get("labels") or {}
+    return (
+        not settings.skips_namespace(namespace)
+        and ns_labels.get(settings.namespace_label) == settings.namespace_label_value
+    )
 
 
 def _judge(
@@ -290,6 +334,7 @@ def _judge(
     settings: Settings,
     cilium: Sequence[Obj],
     managed_policies: set[tuple[str, str]],
+    copied: Sequence[tuple[Obj, str]] = (),
 ) -> JobVerdict:
     ns, gang = job.namespace, job.gang
     findings: list[Finding] = []
@@ -340,6 +385,13 @@ def _judge(
         kind = policies.policy_kind(settings.policy_mode)
         find("no-policy", f"{kind[1] if kind else 'policy'} {name} does not exist", admitted)
 
+    if copied:
+        why = "; ".join(f"{_name(p)}: {reason}" for p, reason in copied)
+        find(
+            "copied-label",
+            f"{len(copied)} pod(s) carry its {labels.JOB} label without being its own ({why})",
+            [p for p, _ in copied],
+        )
     hosts = [p for p in job.pods if (p.get("spec") or {}).get("hostNetwork")]
     if hosts:
         find("host-network", f"{len(hosts)} pod(s) use hostNetwork", hosts)

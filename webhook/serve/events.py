@@ -13,6 +13,8 @@ reason             type     when
 ``PolicyMissing``  Warning  the policy kind is not installed (CRD missing): pinned, no policy
 ``FailOpen``       Warning  podium admitted a pod of the job unchanged because it could not
                             finish (at most one per job per minute)
+``JobLabelRemoved`` Warning the reconciler removed a copied ``podium.dev/job`` label from a
+                            pod created while podium was down (the Event is on the pod)
 =================  =======  ==========================================================
 
 Dry runs produce no events. Records without a job (a pod podium does not recognise, or a failure
@@ -58,6 +60,7 @@ UNPINNED = "Unpinned"
 POLICY_CREATED = "PolicyCreated"
 POLICY_MISSING = "PolicyMissing"
 FAIL_OPEN = "FailOpen"
+JOB_LABEL_REMOVED = "JobLabelRemoved"
 
 #: The apiserver's limits (pkg/apis/core/validation/events.go).
 NOTE_LIMIT = 1024
@@ -102,6 +105,8 @@ def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
     """The events one audit record calls for (pure; see the module's table)."""
     if record.get("dryRun"):
         return []
+    if record.get("outcome") == "reconcile":
+        return _reconcile_events(record, instance=instance, now=now)
     job = record.get("job")
     namespace = str(record.get("namespace") or "")
     if not isinstance(job, Mapping) or not namespace or not job.get("name"):
@@ -211,6 +216,40 @@ def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
                 )
             )
     return out
+
+
+def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
+    """The reconciler's records call for one event: a label it removed, on the pod."""
+    namespace, pod = str(record.get("namespace") or ""), str(record.get("pod") or "")
+    if record.get("action") != "unlabel" or record.get("result") != "unlabelled" or not pod:
+        return []
+    job = record.get("job") or {}
+    gang = str(job.get("gang") or "")
+    event: Event = {
+        "apiVersion": API_VERSION,
+        "kind": "Event",
+        "metadata": {
+            "name": _event_name(labels.object_name("pod", pod, gang), "job-label-removed"),
+            "namespace": namespace,
+        },
+        "eventTime": _micro_time(now),
+        "reportingController": CONTROLLER,
+        "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
+        "action": "RemoveLabel",
+        "reason": JOB_LABEL_REMOVED,
+        "type": "Warning",
+        "note": _note(str(record.get("detail") or f"removed {labels.JOB} from {pod}")),
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
+    }
+    if job.get("kind") and job.get("name"):
+        event["related"] = {
+            "kind": str(job["kind"]),
+            "name": str(job["name"]),
+            "namespace": namespace,
+        }
+        if job.get("uid"):
+            event["related"]["uid"] = str(job["uid"])
+    return [event]
 
 
 class EventRecorder:

@@ -17,6 +17,13 @@ period whose job is gone (or that has no pod of its gang) is first *marked* with
 after the mark, with the mark's resourceVersion as a precondition. A gang that gets its pods in
 the meantime is unmarked. A record created seconds ago whose pods are still being created is
 younger than the grace period and is left alone.
+
+A pod created while podium was down (``failurePolicy: Ignore``) skipped the admission that strips
+a copied ``podium.dev/job`` label, and would be selected by that job's allow policy. So every pass
+also looks at the pods carrying the label in opted-in namespaces (``plan_labels``): a label that
+the pod's controller chain does not lead to (``engine.disowned_label``) is removed — a merge
+patch by podium's own user, which the UPDATE guard lets remove exactly such a label — audited,
+and reported as a ``JobLabelRemoved`` Event on the pod.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, labels, policies
+from webhook.core import adapters, engine, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
@@ -45,7 +52,7 @@ log = logging.getLogger("podium.reconciler")
 #: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
 ORPHAN_SINCE = labels.PREFIX + "orphan-since"
 
-Verb = Literal["create", "repair", "mark", "unmark", "delete"]
+Verb = Literal["create", "repair", "mark", "unmark", "delete", "unlabel"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,9 +84,11 @@ class Action:
     reason: str
     detail: str
     gang: str
-    #: create: the object to create; repair, mark, unmark, delete: the existing object.
+    #: create: the object to create; repair, mark, unmark, delete: the existing object;
+    #: unlabel: the pod.
     manifest: Manifest
-    #: repair, mark, unmark: the merge patch to send (guarded by the listed resourceVersion).
+    #: repair, mark, unmark: the merge patch to send (guarded by the listed resourceVersion);
+    #: unlabel: the label's removal (guarded by the pod's uid).
     patch: Manifest | None = None
     #: The job as the object names it (its ownerReference).
     owner: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -140,7 +149,55 @@ def plan(
     actions: list[Action] = []
     for (namespace, gang), objects in sorted(groups.items()):
         actions.extend(_plan_gang(view, settings, namespace, gang, objects, now, tuning))
+    return actions + plan_labels(view, settings)
+
+
+def job_of_gang(gang: str, view: ClusterView) -> Mapping[str, Any]:
+    """The ownerReference of the job a gang key names, if the view holds it."""
+    for uid in (gang, gang.rsplit("-g", 1)[0]):
+        job = view.by_uid(uid)
+        if job is not None:
+            meta = _meta(job)
+            return {
+                "apiVersion": job.get("apiVersion"),
+                "kind": job.get("kind"),
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+            }
+    return {}
+
+
+def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
+    """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
+    controller chain disowns (``engine.disowned_label``)."""
+    actions: list[Action] = []
+    for namespace, gang in sorted(set(view.gangs())):
+        if not _opted_in(view, settings, namespace):
+            continue
+        for pod in view.pods_in(namespace, {labels.JOB: gang}):
+            why = engine.disowned_label(pod, namespace, view)
+            if why is None:
+                continue
+            meta = _meta(pod)
+            actions.append(
+                Action(
+                    verb="unlabel",
+                    reason="label-disowned",
+                    detail=f"removed {labels.JOB}={gang} from pod {meta.get('name')}: {why}",
+                    gang=gang,
+                    manifest={**pod, "apiVersion": "v1", "kind": "Pod"},
+                    patch={"metadata": {"uid": meta.get("uid"), "labels": {labels.JOB: None}}},
+                    owner=job_of_gang(gang, view),
+                )
+            )
     return actions
+
+
+def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
+    if settings.skips_namespace(namespace):
+        return False
+    ns_labels = (_meta(view.namespace(namespace) or {}).get("labels")) or {}
+    return bool(ns_labels.get(settings.namespace_label) == settings.namespace_label_value)
 
 
 def _plan_gang(
@@ -309,7 +366,10 @@ class Reconciler:
         tuning: Tuning = Tuning(),
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        observe: Callable[[audit.AuditRecord], None] | None = None,
     ) -> None:
+        """``observe`` sees every audit record as it is written (the Event recorder)."""
+        self.observe = observe
         self.view = view
         self.ready = ready
         self.api = api
@@ -356,6 +416,9 @@ class Reconciler:
         record = self._audit(action, result, now=now, started=started)
         with contextlib.suppress(Exception):
             self.sink.write(record)
+        if self.observe is not None:
+            with contextlib.suppress(Exception):
+                self.observe(record)
         log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
         return record
 
@@ -374,7 +437,12 @@ class Reconciler:
         try:
             if action.patch is not None:
                 await self.api.merge_patch(api_version, kind, namespace, name, action.patch)
-                return {"repair": "repaired", "mark": "marked", "unmark": "unmarked"}[action.verb]
+                return {
+                    "repair": "repaired",
+                    "mark": "marked",
+                    "unmark": "unmarked",
+                    "unlabel": "unlabelled",
+                }[action.verb]
             if action.reason == "job-gone" and await self._job_lives(action.owner, namespace):
                 return "kept: the job exists"
             await self.api.delete(
@@ -417,6 +485,8 @@ class Reconciler:
             error=result[len("failed: ") :] if result.startswith("failed: ") else None,
         )
         record["namespace"] = namespace
+        if kind == "Pod":
+            record["pod"] = name
         record["action"] = action.verb
         record["result"] = result
         record["job"] = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import logging.config
@@ -36,10 +37,10 @@ import uvicorn
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
-from webhook.core import reviews
+from webhook.core import labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.kube import cache, client, leader
+from webhook.kube import cache, client, errors, leader, protocols
 from webhook.serve import admission, audit, events, reconciler, tls
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
@@ -340,6 +341,26 @@ async def _freeze_when_synced(watch_cache: cache.WatchCache) -> None:
     freeze_heap()
 
 
+async def who_am_i(api: protocols.Api) -> str:
+    """The user podium's API calls come as, asked of the apiserver (a SelfSubjectReview, which
+    every authenticated user may create); empty, with a warning, when it cannot say. The UPDATE
+    guard lets this user, and nobody else, remove a ``podium.dev/job`` label."""
+    try:
+        review = await api.create(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        )
+    except errors.ApiError as err:
+        log.warning(
+            "cannot tell which user podium is (%s): copied %s labels will not be removed; set "
+            "own-user in the settings",
+            err,
+            labels.JOB,
+        )
+        return ""
+    user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+    return str(user or "")
+
+
 def run(
     *,
     host: str,
@@ -366,6 +387,9 @@ def run(
         reloader = tls.CertReloader(ssl_context, cert_file, key_file)
     api_client = client.load_client(kubeconfig)
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
+    if not settings.own_user:
+        user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
+        settings = dataclasses.replace(settings, own_user=user)
     snapshot = ClusterView(zone_label=settings.zone_label)
     watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
     sinks: list[audit.Sink] = [audit.StreamSink()]
@@ -402,6 +426,7 @@ def run(
         sink=trail,
         tuning=reconciler.Tuning.from_settings(settings),
         is_leader=lambda: elector.is_leader,
+        observe=recorder.observe,
     )
     app = create_app(
         admitter=admitter,
@@ -414,12 +439,13 @@ def run(
     )
     config = server_config(app, host=host, port=port, ssl_context=ssl_context)
     log.info(
-        "podium serving on %s://%s:%d (own namespace %s, policy mode %s)",
+        "podium serving on %s://%s:%d (own namespace %s, policy mode %s, as user %s)",
         "https" if ssl_context else "http",
         host,
         port,
         settings.own_namespace,
         settings.policy_mode,
+        settings.own_user or "?",
     )
     try:
         uvicorn.Server(config).run()

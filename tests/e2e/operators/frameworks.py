@@ -379,7 +379,10 @@ FRAMEWORKS: dict[str, Framework] = {
                 "queue: default (vc-webhook-manager's default; it does not run here)",
                 "one nvidia.com/gpu per container",
             ),
-            intermediates=(("scheduling.volcano.sh/v1beta1", "PodGroup"),),
+            intermediates=(
+                ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+                ("networking.k8s.io/v1", "NetworkPolicy"),
+            ),
             pod_labels=("volcano.sh/job-name", "volcano.sh/task-spec"),
         ),
     )

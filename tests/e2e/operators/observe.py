@@ -58,9 +58,10 @@ _BINDING_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region
 
 
 def api_path(api_version: str, kind: str, namespace: str | None, name: str = "") -> str:
-    """The REST path of a kind (plural = lower-case kind + "s", true of every kind here)."""
+    """The REST path of a kind (its plural made the way every kind here makes it)."""
     prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    plural = kind.lower() + "s"
+    lower = kind.lower()
+    plural = lower[:-1] + "ies" if lower.endswith("y") else lower + "s"
     path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
     return f"{path}/{name}" if name else path
 
@@ -127,23 +128,6 @@ def _namespaced(obj: Mapping[str, Any], cluster: LocalCluster, namespace: str) -
     return obj
 
 
-def _list(cluster: LocalCluster, api_version: str, kind: str, namespace: str) -> list[Any]:
-    items: list[Any] = cluster.request("GET", api_path(api_version, kind, namespace))["items"]
-    for item in items:  # a list's items carry no kind
-        item.setdefault("apiVersion", api_version)
-        item.setdefault("kind", kind)
-    return sorted(items, key=lambda o: o["metadata"]["name"])
-
-
-def _intermediates(
-    cluster: LocalCluster, framework: Framework, namespace: str
-) -> dict[str, list[Any]]:
-    return {
-        kind: _list(cluster, api_version, kind, namespace)
-        for api_version, kind in framework.intermediates
-    }
-
-
 def _parse_time(value: str) -> float:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
@@ -183,14 +167,15 @@ def _matches(request: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     )
 
 
-class PodWatch:
-    """Watch a namespace's pods in a thread: the last state of every pod, by UID, and which
-    were deleted. Use as a context manager; start it before creating anything."""
+class Watch:
+    """Watch a collection (``/api/v1/namespaces/ns/pods``, say) in a thread: the last state of
+    every object, by UID, and which were deleted. Use as a context manager; enter it before
+    creating anything."""
 
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+    def __init__(self, cluster: LocalCluster, path: str) -> None:
         self.cluster = cluster
-        self.namespace = namespace
-        self.pods: dict[str, dict[str, Any]] = {}
+        self.path = path
+        self.objects: dict[str, dict[str, Any]] = {}
         self.gone: set[str] = set()
         self._lock = threading.Lock()
         self._error: BaseException | None = None
@@ -199,7 +184,7 @@ class PodWatch:
         self._stopping = False
 
     def __enter__(self) -> Self:
-        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        path = self.path
         version = self.cluster.request("GET", path)["metadata"]["resourceVersion"]
         context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
         context.load_cert_chain(str(self.cluster.admin_cert_file), str(self.cluster.admin_key_file))
@@ -235,11 +220,11 @@ class PodWatch:
                 event = json.loads(line)
                 obj = event["object"]
                 if event["type"] == "ERROR":
-                    raise ApiError("WATCH", self.namespace, obj.get("code", 0), str(obj))
+                    raise ApiError("WATCH", self.path, obj.get("code", 0), str(obj))
                 if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
                     continue
                 with self._lock:
-                    self.pods[obj["metadata"]["uid"]] = obj
+                    self.objects[obj["metadata"]["uid"]] = obj
                     if event["type"] == "DELETED":
                         self.gone.add(obj["metadata"]["uid"])
         except BaseException as error:
@@ -248,7 +233,7 @@ class PodWatch:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            return copy.deepcopy(self.pods)
+            return copy.deepcopy(self.objects)
 
     def raise_error(self) -> None:
         if self._error is not None:
@@ -274,9 +259,15 @@ def observe(
     job_path = api_path(
         job_obj["apiVersion"], job_obj["kind"], namespace, job_obj["metadata"]["name"]
     )
-    # Every pod seen, by UID, in its last state: a pod the operator deletes again within
-    # milliseconds (say, workers killed once kwok completes the launcher) is still recorded.
-    with PodWatch(cluster, namespace) as watch:
+    # Every pod (and intermediate object) seen, by UID, in its last state: one the operators
+    # delete again within milliseconds (workers killed once kwok completes the launcher, a
+    # Volcano PodGroup once its job completed) is still recorded.
+    with contextlib.ExitStack() as stack:
+        watch = stack.enter_context(Watch(cluster, f"/api/v1/namespaces/{namespace}/pods"))
+        kind_watches = {
+            kind: stack.enter_context(Watch(cluster, api_path(api_version, kind, namespace)))
+            for api_version, kind in framework.intermediates
+        }
         started = time.time()
         for obj in objects:
             cluster.apply(obj)
@@ -290,13 +281,19 @@ def observe(
         cluster.wait_for(
             f"{framework.pods} pods of {framework.name} in {namespace}", enough, timeout=timeout
         )
-        # Intermediates now and after settling, merged by UID: some are gone by then (a
-        # Volcano PodGroup once kwok has completed the job).
-        early = _intermediates(cluster, framework, namespace)
         time.sleep(settle)
-        watch.raise_error()
+        for each in (watch, *kind_watches.values()):
+            each.raise_error()
         seen = watch.snapshot()
         gone = set(watch.gone)
+        # Only what some controller made (not, say, the kube-root-ca.crt ConfigMap).
+        intermediates = {
+            kind: sorted(
+                (o for o in w.snapshot().values() if o["metadata"].get("ownerReferences")),
+                key=lambda o: o["metadata"]["name"],
+            )
+            for kind, w in kind_watches.items()
+        }
     stored = list(seen.values())
     deleted = sorted(p["metadata"]["name"] for uid, p in seen.items() if uid in gone)
     job = cluster.request("GET", job_path)
@@ -323,11 +320,6 @@ def observe(
                 break
     stored.sort(key=lambda p: (order.get(p["metadata"]["name"], 1 << 30), p["metadata"]["name"]))
 
-    intermediates = _intermediates(cluster, framework, namespace)
-    for kind, items in early.items():
-        known = {o["metadata"]["uid"] for o in intermediates[kind]}
-        intermediates[kind] += [o for o in items if o["metadata"]["uid"] not in known]
-        intermediates[kind].sort(key=lambda o: o["metadata"]["name"])
     return Observation(
         framework=framework,
         namespace=namespace,
@@ -358,8 +350,9 @@ def _clean(obj: Mapping[str, Any], namespace: str, uids: Mapping[str, str]) -> A
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, str):
-            if value in uids:
-                return uids[value]
+            for uid, placeholder in uids.items():
+                if uid in value:
+                    value = value.replace(uid, placeholder)
             return value.replace(namespace, "NAMESPACE") if namespace in value else value
         return value
 
@@ -406,6 +399,11 @@ def _uids(observation: Observation) -> dict[str, str]:
     for chain in observation.owners.values():
         for ref in chain:
             uids.setdefault(ref["uid"], f"UID({ref['kind']}/{ref['name']})")
+    # A name may hold another object's UID (a Volcano PodGroup is named <job>-<job uid>).
+    for uid in list(uids):
+        for other, other_placeholder in list(uids.items()):
+            if other != uid and other in uids[uid]:
+                uids[uid] = uids[uid].replace(other, other_placeholder)
     return uids
 
 
