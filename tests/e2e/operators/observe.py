@@ -121,11 +121,12 @@ class Observation:
         return [ref["kind"] for ref in self.owners[name]]
 
 
-def _namespaced(obj: Mapping[str, Any], cluster: LocalCluster, namespace: str) -> dict[str, Any]:
-    obj = copy.deepcopy(dict(obj))
-    if not obj["kind"].startswith("Cluster"):
-        obj["metadata"]["namespace"] = namespace
-    return obj
+def _namespaced(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """A copy in ``namespace``, unless the kind is cluster-scoped (ClusterTrainingRuntime)."""
+    result = copy.deepcopy(dict(obj))
+    if not result["kind"].startswith("Cluster"):
+        result["metadata"]["namespace"] = namespace
+    return result
 
 
 def _parse_time(value: str) -> float:
@@ -254,7 +255,7 @@ def observe(
     Waits until ``framework.pods`` pods exist and are bound to a node, then ``settle`` seconds
     more (to see any extra pod the operator would still create), and records everything.
     """
-    objects = [_namespaced(o, cluster, namespace) for o in framework.make(dict(builds))]
+    objects = [_namespaced(o, namespace) for o in framework.make(dict(builds))]
     job_obj = objects[-1]
     job_path = api_path(
         job_obj["apiVersion"], job_obj["kind"], namespace, job_obj["metadata"]["name"]
