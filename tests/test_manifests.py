@@ -334,6 +334,7 @@ def test_cluster_roles_grant_exactly_what_podium_needs() -> None:
         ("", "configmaps"): WRITE,
         ("cilium.io", "ciliumnetworkpolicies"): WRITE,
         ("networking.k8s.io", "networkpolicies"): WRITE,
+        ("scheduling.k8s.io", "podgroups"): {"create"},  # zone-chooser scheduler/auto
         ("", "events"): {"create", "patch"},
         ("events.k8s.io", "events"): {"create", "patch"},
     }

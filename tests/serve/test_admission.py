@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +16,7 @@ from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import labels, reviews
 from webhook.core.objects import key_of
-from webhook.core.settings import PolicyMode, Settings
+from webhook.core.settings import PolicyMode, Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols, twins
 from webhook.serve import admission, audit
@@ -310,3 +311,46 @@ async def test_requests_past_64_bits_are_decided_not_failed_open(now: datetime) 
     assert sink.records[0]["outcome"] != "fail-open", sink.records[0].get("error")
     assert "patch" in resp
     audit.FileSink(Path("/dev/null")).write(sink.records[0])  # serialisable
+
+
+# -- zone-chooser scheduler ----------------------------------------------------------------------
+
+SCHEDULER = Settings(zone_chooser=ZoneChooser.SCHEDULER)
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_scheduler_mode_every_pod_joins_one_podgroup_created_once(
+    seed: int, now: datetime
+) -> None:
+    rng = random.Random(seed)
+    pj = pytorchjob(workers=3)
+    api = twins.InMemoryApi(delay=0.001)
+    replicas = [make(base_cluster(pj), api, now, SCHEDULER) for _ in range(2)]
+    pods = [pytorch_pod(pj, "master").obj()] + [
+        pytorch_pod(pj, "worker", i).obj() for i in range(3)
+    ]
+    answers = await asyncio.gather(
+        *[rng.choice(replicas)[0].admit(body_for(p, uid=f"u-{i}")) for i, p in enumerate(pods)]
+    )
+    groups = set()
+    for answer in answers:
+        patch = orjson.loads(base64.b64decode(response(answer)["patch"]))
+        assert not any("affinity" in op["path"] for op in patch)
+        groups |= {op["value"]["podGroupName"] for op in patch if "schedulingGroup" in op["path"]}
+    assert len(groups) == 1
+    assert sorted(k[1] for k in api.objects) == ["CiliumNetworkPolicy", "ConfigMap", "PodGroup"]
+    records = [r for _, sink, _ in replicas for r in sink.records]
+    assert {r["outcome"] for r in records} == {"grouped"}
+    created = [e["outcome"] for r in records for e in r["effects"] if e["kind"] == "PodGroup"]
+    assert created.count("created") == 1 and len(created) == 4
+
+
+async def test_scheduler_mode_dry_run_creates_nothing(now: datetime) -> None:
+    pj = pytorchjob()
+    api = twins.InMemoryApi()
+    admitter, sink, _ = make(base_cluster(pj), api, now, SCHEDULER)
+    resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), dry_run=True)))
+    assert "patch" in resp and api.calls == [] and api.objects == {}
+    effects = sink.records[0]["effects"]
+    assert {e["kind"] for e in effects} == {"ConfigMap", "PodGroup", "CiliumNetworkPolicy"}
+    assert {e["outcome"] for e in effects} == {"dry-run"}

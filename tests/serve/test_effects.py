@@ -13,7 +13,7 @@ import pytest
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import engine, reviews
 from webhook.core.engine import Decision
-from webhook.core.settings import Settings
+from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
 from webhook.serve import effects
@@ -110,3 +110,67 @@ async def test_the_budget_turns_a_hung_call_into_an_api_error() -> None:
     with pytest.raises(errors.ApiError, match=r"did not answer within 0\.01s"):
         await effects.with_budget(0.01, hang)
     assert await effects.with_budget(1, lambda: asyncio.sleep(0, result=7)) == 7
+
+
+# -- zone-chooser scheduler: the PodGroup --------------------------------------------------------
+
+
+def grouped_decision(now: datetime) -> Decision:
+    pj = pytorchjob()
+    request = reviews.from_document(reviews.review_for_pod(pytorch_pod(pj).obj(), uid="u-1"))
+    settings = Settings(zone_chooser=ZoneChooser.SCHEDULER)
+    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    decision = engine.decide(request, view, settings, now=now)
+    assert decision.outcome == "grouped" and decision.podgroup is not None
+    return decision
+
+
+async def test_the_podgroup_is_created_after_the_record_and_before_the_policy(
+    now: datetime,
+) -> None:
+    api = twins.InMemoryApi()
+    applied = await effects.ensure(grouped_decision(now), api)
+    assert outcomes(applied) == [
+        ("ConfigMap", "created"),
+        ("PodGroup", "created"),
+        ("CiliumNetworkPolicy", "created"),
+    ]
+
+
+async def test_a_podgroup_created_first_by_another_admission_is_fine(now: datetime) -> None:
+    decision = grouped_decision(now)
+    api = twins.InMemoryApi()
+    assert decision.record is not None and decision.podgroup is not None
+    await api.create(copy.deepcopy(decision.record))
+    await api.create(copy.deepcopy(decision.podgroup))
+    applied = await effects.ensure(decision, api)
+    assert outcomes(applied) == [
+        ("ConfigMap", "exists"),
+        ("PodGroup", "exists"),
+        ("CiliumNetworkPolicy", "created"),
+    ]
+    assert applied.followed is None and applied.warnings == ()
+
+
+async def test_a_podium_record_without_a_zone_is_followed_by_a_scheduler_decision(
+    now: datetime,
+) -> None:
+    """Both say "no zone", but a gang podium left unpinned must not be handed to the scheduler
+    half-way: the first decision's chooser wins too."""
+    decision = grouped_decision(now)
+    assert decision.record is not None
+    winner = copy.deepcopy(decision.record)
+    del winner["data"]["zoneChooser"]
+    api = twins.InMemoryApi()
+    await api.create(winner)
+    applied = await effects.ensure(decision, api)
+    assert outcomes(applied) == [("ConfigMap", "followed")]
+    assert applied.followed is not None and applied.followed.chooser == "podium"
+    assert ("create", "PodGroup") not in [c[:2] for c in api.calls]
+
+
+async def test_podgroups_not_served_is_a_warning(now: datetime) -> None:
+    api = twins.InMemoryApi(missing_kinds=frozenset({"PodGroup"}))
+    applied = await effects.ensure(grouped_decision(now), api)
+    assert ("PodGroup", "skipped-crd-missing") in outcomes(applied)
+    assert any("does not serve" in w for w in applied.warnings)

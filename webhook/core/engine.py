@@ -12,16 +12,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from webhook.core import adapters, labels, mutation, policies, records, zones
+from webhook.core import adapters, labels, mutation, podgroups, policies, records, zones
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, controller_ref
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
-from webhook.core.settings import Settings
+from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 
-Outcome = Literal["pinned", "unpinned", "skipped", "denied"]
+#: ``grouped``: the pod joined its gang's PodGroup; kube-scheduler chooses the zone.
+Outcome = Literal["pinned", "unpinned", "grouped", "skipped", "denied"]
 
 HOST_NETWORK_WARNING = (
     "podium: this training pod uses hostNetwork, which bypasses pod network policy; "
@@ -56,7 +57,13 @@ class Decision:
 
     @property
     def policy(self) -> Manifest | None:
-        return next((m for m in self.effects if m["kind"] != policies.RECORD_KIND), None)
+        others = (policies.RECORD_KIND, podgroups.KIND)
+        return next((m for m in self.effects if m["kind"] not in others), None)
+
+    @property
+    def podgroup(self) -> Manifest | None:
+        """The gang's PodGroup, when kube-scheduler chooses its zone (``zone-chooser``)."""
+        return next((m for m in self.effects if m["kind"] == podgroups.KIND), None)
 
     def audit_annotations(self) -> dict[str, str]:
         """Short facts the apiserver's own audit log keeps under ``<webhook>/<key>``."""
@@ -77,6 +84,7 @@ def decide(
     *,
     now: datetime,
     recorded: Record | None = None,
+    scheduler: bool = False,
 ) -> Decision:
     """Decide one admission. ``recorded`` overrides the snapshot's record for the gang (used when
     creating the record lost a race and the winner's record has been read back)."""
@@ -105,7 +113,9 @@ def decide(
         return _skipped(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
-    return _pin(pod, namespace, gang, view, settings, now=now, recorded=recorded)
+    return _pin(
+        pod, namespace, gang, view, settings, now=now, recorded=recorded, scheduler=scheduler
+    )
 
 
 def _trusted_label(pod: Obj | None) -> str | None:
@@ -242,9 +252,13 @@ def _pin(
     *,
     now: datetime,
     recorded: Record | None,
+    scheduler: bool = False,
 ) -> Decision:
     name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
     record = recorded or _recorded(view, namespace, name, gang.key)
+    unfit = _scheduler_chooses(pod, namespace, gang, view, settings, record, scheduler)
+    if unfit is None:
+        return _group(pod, namespace, gang, view, settings, name=name, now=now, record=record)
     spec: Obj = pod.get("spec") or {}
     recorded_zone = record.zone if record else None
     choice = zones.choose_zone(
@@ -298,7 +312,8 @@ def _pin(
     return Decision(
         outcome="pinned" if choice.zone else "unpinned",
         reason=str(choice.reason),
-        detail=choice.detail,
+        detail=choice.detail
+        + (f"; podium chose the zone, not kube-scheduler: {unfit}" if unfit else ""),
         namespace=namespace,
         pod=pod,
         patched=after,
@@ -308,6 +323,104 @@ def _pin(
         effects=tuple(effects),
         warnings=tuple(warnings),
         capacity=choice.capacity,
+        policy_name=policy_name,
+    )
+
+
+def _scheduler_chooses(
+    pod: Obj,
+    namespace: str,
+    gang: Gang,
+    view: ClusterView,
+    settings: Settings,
+    record: Record | None,
+    scheduler: bool,
+) -> str | None:
+    """None when kube-scheduler chooses the gang's zone; else why podium does ("" when podium
+    mode is simply what the settings or the gang's record say).
+
+    The gang's record decides for a gang already seen: every pod of a gang goes the same way,
+    whatever the setting or the cluster's support says by the time it comes."""
+    if record is not None:
+        return None if record.chooser == ZoneChooser.SCHEDULER else ""
+    chooser = settings.zone_chooser
+    if chooser is ZoneChooser.PODIUM or (chooser is ZoneChooser.AUTO and not scheduler):
+        return ""
+    job = view.get(gang.owner.api_version, gang.owner.kind, namespace, gang.owner.name)
+    return podgroups.unfit(gang, pod, job)
+
+
+def _group(
+    pod: Obj,
+    namespace: str,
+    gang: Gang,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    name: str,
+    now: datetime,
+    record: Record | None,
+) -> Decision:
+    """kube-scheduler chooses the zone: the pod joins the gang's PodGroup (created with the
+    record, before it; creating it again is harmless) and gets no node affinity.
+
+    The policy is job-wide whatever ``policy-scope`` says: the zone is not known when the pods
+    are created, the scheduler's topology constraint keeps the gang in one zone, and scoping the
+    policy later would mean relabelling running pods, which changes their Cilium identity under
+    NCCL's open connections (docs/design.md, "zone chooser")."""
+    policy_kind = policies.policy_kind(settings.policy_mode)
+    policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
+    policy_name = policy["metadata"]["name"] if policy is not None else None
+    annotations = {labels.ZONE: "", labels.REASON: podgroups.REASON}
+    if policy_name is not None:
+        annotations[labels.POLICY] = policy_name
+    labelled, patch = mutation.pin(
+        pod, zone=None, gang_key=gang.key, zone_label=settings.zone_label, annotations=annotations
+    )
+    after, join = podgroups.join(labelled, name)
+    size = podgroups.size_of(gang)
+    detail = (
+        f"kube-scheduler places all {size} pods of {gang.display} in one {settings.zone_label} "
+        f"domain (PodGroup {name})"
+    )
+    effects: list[Manifest] = []
+    if record is None:
+        effects.append(
+            policies.build_record(
+                gang=gang,
+                namespace=namespace,
+                zone=None,
+                reason=podgroups.REASON,
+                detail=detail,
+                decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+                chooser=ZoneChooser.SCHEDULER.value,
+            )
+        )
+    # Every pod asks for the PodGroup (AlreadyExists is fine): the view does not hold PodGroups,
+    # and a pod naming a PodGroup that never comes would wait for it for ever.
+    effects.append(
+        podgroups.build_podgroup(gang=gang, namespace=namespace, zone_label=settings.zone_label)
+    )
+    if (
+        policy_kind is not None
+        and policy is not None
+        and policy_name is not None
+        and view.get(*policy_kind, namespace, policy_name) is None
+    ):
+        effects.append(policy)
+    spec: Obj = pod.get("spec") or {}
+    return Decision(
+        outcome="grouped",
+        reason=podgroups.REASON,
+        detail=detail,
+        namespace=namespace,
+        pod=pod,
+        patched=after,
+        patch=patch + join,
+        gang=gang,
+        zone=record.zone if record is not None else None,
+        effects=tuple(effects),
+        warnings=(HOST_NETWORK_WARNING,) if spec.get("hostNetwork") else (),
         policy_name=policy_name,
     )
 

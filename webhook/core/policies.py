@@ -37,10 +37,19 @@ def _metadata(gang: Gang, namespace: str, component: str) -> dict[str, Any]:
 
 
 def build_record(
-    *, gang: Gang, namespace: str, zone: str | None, reason: str, detail: str, decided_at: str
+    *,
+    gang: Gang,
+    namespace: str,
+    zone: str | None,
+    reason: str,
+    detail: str,
+    decided_at: str,
+    chooser: str = "podium",
 ) -> Manifest:
-    """The decision record: created atomically once per gang, so every replica follows one zone."""
-    return {
+    """The decision record: created atomically once per gang, so every replica follows one zone.
+    A gang whose zone kube-scheduler chooses is recorded with ``zoneChooser: scheduler`` and no
+    zone."""
+    record: Manifest = {
         "apiVersion": RECORD_API_VERSION,
         "kind": RECORD_KIND,
         "metadata": _metadata(gang, namespace, "decision"),
@@ -56,6 +65,9 @@ def build_record(
             "demand": json.dumps(gang.total, sort_keys=True, separators=(",", ":")),
         },
     }
+    if chooser != "podium":
+        record["data"]["zoneChooser"] = chooser
+    return record
 
 
 def build_policy(*, gang: Gang, namespace: str, mode: PolicyMode) -> Manifest | None:

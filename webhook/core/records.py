@@ -19,6 +19,9 @@ class Record:
     gang: str
     decided_at: str
     demand: resources.Resources
+    #: Who chooses the gang's zone (``settings.ZoneChooser``): decided on the gang's first pod and
+    #: followed by every later one, whatever the setting says by then.
+    chooser: str = "podium"
 
 
 def read_record(
@@ -49,4 +52,5 @@ def parse_record(obj: Obj) -> Record | None:
         gang=gang_key,
         decided_at=str(data.get("decidedAt") or ""),
         demand=demand,
+        chooser=str(data.get("zoneChooser") or "podium"),
     )

@@ -31,6 +31,18 @@ class Placement(StrEnum):
     MOST_FREE = "most-free"
 
 
+class ZoneChooser(StrEnum):
+    #: podium chooses the zone (``placement``) and pins every pod of the gang to it.
+    PODIUM = "podium"
+    #: kube-scheduler chooses it: podium creates a PodGroup with a gang policy and a topology
+    #: constraint on ``zone-label`` and names it in every pod's ``spec.schedulingGroup``; no pin.
+    #: Needs the GenericWorkload and TopologyAwareWorkloadScheduling gates (k8s ≥ 1.37).
+    SCHEDULER = "scheduler"
+    #: ``scheduler`` where the apiserver serves PodGroups with topology constraints (probed at
+    #: start and every few minutes, never during an admission), ``podium`` elsewhere.
+    AUTO = "auto"
+
+
 class NoFit(StrEnum):
     #: No zone has room for the whole gang: pin to the zone with the most free capacity, and warn.
     PIN_MOST_FREE = "pin-most-free"
@@ -55,6 +67,9 @@ class Settings:
     policy_mode: PolicyMode = PolicyMode.CILIUM
     placement: Placement = Placement.BEST_FIT
     no_fit: NoFit = NoFit.PIN_MOST_FREE
+    #: Who chooses a gang's zone: podium (and pins it), kube-scheduler (through a PodGroup), or
+    #: whichever the cluster supports. Decided once per gang, on its first pod, and recorded.
+    zone_chooser: ZoneChooser = ZoneChooser.PODIUM
     #: The resource whose free amount ranks zones (others must fit too).
     primary_resource: str = "nvidia.com/gpu"
     #: For this long after a gang's zone is decided, the part of its demand not yet bound to nodes
@@ -118,6 +133,7 @@ def _coerce(key: str, value: Any) -> Any:
         "policy_mode": PolicyMode,
         "placement": Placement,
         "no_fit": NoFit,
+        "zone_chooser": ZoneChooser,
     }
     try:
         if key in enums:

@@ -241,14 +241,17 @@ class KubeObjects:
         #: Seconds one call may take, connection included (an admission passes its budget).
         self.timeout = timeout
 
-    async def create(self, manifest: Manifest) -> Obj:
+    async def create(self, manifest: Manifest, *, dry_run: bool = False) -> Obj:
+        """``dry_run``: the apiserver validates and defaults the object, drops the fields its
+        feature gates do not serve, and answers with it, but stores nothing (``dryRun=All``)."""
         meta = manifest.get("metadata") or {}
         where = path(
             str(manifest.get("apiVersion", "")),
             str(manifest.get("kind", "")),
             namespace=str(meta.get("namespace") or ""),
         )
-        return await self._call("POST", where, body=manifest)
+        query = {"dryRun": "All"} if dry_run else None
+        return await self._call("POST", where, body=manifest, query=query)
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj:
         return await self._call("GET", path(api_version, kind, namespace=namespace, name=name))

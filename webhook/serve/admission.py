@@ -47,8 +47,12 @@ class Admitter:
         sink: audit.Sink,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         observe: Callable[[audit.AuditRecord], None] | None = None,
+        scheduler: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``scheduler``: whether the cluster serves kube-scheduler's gang and topology placement
+        right now (``discovery.SchedulerSupport.available``); ``zone-chooser: auto`` follows it."""
         self.view = view
+        self.scheduler = scheduler
         self.api = api
         self.settings = settings
         self.sink = sink
@@ -76,7 +80,7 @@ class Admitter:
 
     async def _admit(self, request: reviews.Request, *, started: float, now: datetime) -> Answer:
         view = self.view()
-        decision = engine.decide(request, view, self.settings, now=now)
+        decision = engine.decide(request, view, self.settings, now=now, scheduler=self.scheduler())
         results: list[audit.EffectEntry] = []
         warnings = list(decision.warnings)
         if decision.effects and request.dry_run:
@@ -135,7 +139,12 @@ class Admitter:
         applied = await effects.ensure(decision, self.api)
         if applied.followed is not None:
             decision = engine.decide(
-                request, view, self.settings, now=now, recorded=applied.followed
+                request,
+                view,
+                self.settings,
+                now=now,
+                recorded=applied.followed,
+                scheduler=self.scheduler(),
             )
             rest = await effects.ensure(decision, self.api)
             applied = effects.Applied(applied.results + rest.results, warnings=rest.warnings)

@@ -1,8 +1,10 @@
-"""The side-effect writer: an admission's record and policy, created through ``protocols.Api``.
+"""The side-effect writer: an admission's record, PodGroup and policy, created through
+``protocols.Api``.
 
 Errors are ``kube.errors``: ``AlreadyExists`` means another admission created the object first
-(its record is read and followed), ``NotFound`` on the policy means its CRD is not installed (a
-warning); any other ``ApiError`` reaches the caller, which fails open.
+(its record is read and followed), ``NotFound`` on the policy means its CRD is not installed and
+on the PodGroup that the apiserver does not serve PodGroups (warnings); any other ``ApiError``
+reaches the caller, which fails open.
 """
 
 from __future__ import annotations
@@ -63,11 +65,30 @@ async def ensure(decision: Decision, api: Api) -> Applied:
                 record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
             )
             followed = records.read_record(existing, decision.gang.key)
-            if followed is not None and followed.zone != decision.zone:
+            # The gang's first decision wins: its zone, and who chooses it (podium or
+            # kube-scheduler, which may differ when the setting is auto or has just changed).
+            chooser = "scheduler" if decision.podgroup is not None else "podium"
+            if followed is not None and (
+                followed.zone != decision.zone or followed.chooser != chooser
+            ):
                 results.append(EffectResult(record["kind"], meta["name"], "followed"))
                 return Applied(tuple(results), followed=followed)
             results.append(EffectResult(record["kind"], meta["name"], "exists"))
     warnings: list[str] = []
+    group = decision.podgroup
+    if group is not None:
+        meta = group["metadata"]
+        try:
+            await api.create(group)
+            results.append(EffectResult(group["kind"], meta["name"], "created"))
+        except errors.AlreadyExists:
+            results.append(EffectResult(group["kind"], meta["name"], "exists"))
+        except errors.NotFound:
+            results.append(EffectResult(group["kind"], meta["name"], "skipped-crd-missing"))
+            warnings.append(
+                f"podium could not create PodGroup {meta['name']}: the apiserver does not serve "
+                f"{group['apiVersion']} PodGroups; the pod is neither grouped nor pinned"
+            )
     policy = decision.policy
     if policy is not None:
         meta = policy["metadata"]

@@ -38,10 +38,10 @@ from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
 from webhook.core import labels, reviews
-from webhook.core.settings import Settings
+from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
-from webhook.serve import admission, audit, events, reconciler, tls
+from webhook.serve import admission, audit, discovery, events, reconciler, tls
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("podium.server")
@@ -407,12 +407,23 @@ def run(
         meter.observe(record)
         recorder.observe(record)
 
+    background: list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = []
+    prober = client.KubeObjects(api_client)
+    support = discovery.SchedulerSupport(
+        lambda manifest: prober.create(manifest, dry_run=True),
+        namespace=settings.own_namespace,
+        zone_label=settings.zone_label,
+    )
+    if settings.zone_chooser is ZoneChooser.AUTO:  # the other modes never ask
+        asyncio.run(support.check())  # the answer is known before the first admission
+        background.append(support.run)
     admitter = admission.Admitter(
         view=lambda: snapshot,
         api=client.KubeObjects(api_client, timeout=settings.time_budget_seconds),
         settings=settings,
         sink=trail,
         observe=observe,
+        scheduler=support,
     )
     objects = client.KubeObjects(api_client)
     elector = leader.LeaderElector(
@@ -434,7 +445,7 @@ def run(
         pending=watch_cache.pending,
         metrics=meter,
         lifespan=serving_lifespan(
-            watch_cache, reloader, recorder, background=(elector.run, keeper.run)
+            watch_cache, reloader, recorder, background=(elector.run, keeper.run, *background)
         ),
     )
     config = server_config(app, host=host, port=port, ssl_context=ssl_context)
