@@ -286,6 +286,15 @@ def test_no_fit_reasons_are_warnings_and_unpinned_gangs_are_reported(now: dateti
     assert_valid(unpinned)
 
 
+def test_a_gang_left_to_the_scheduler_is_reported_as_grouped_not_unpinned(now: datetime) -> None:
+    (grouped, _policy) = events.build(
+        record(outcome="grouped", reason="scheduler-chooses", zone=None), instance="i", now=now
+    )
+    assert (grouped["reason"], grouped["type"]) == ("Grouped", "Normal")
+    assert "kube-scheduler places the whole gang in one zone" in grouped["note"]
+    assert_valid(grouped)
+
+
 async def test_an_unpinned_job_through_the_admitter(
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:

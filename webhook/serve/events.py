@@ -9,6 +9,8 @@ reason             type     when
 ``ZonePinned``     Normal   the admission that created (or followed) the job's decision
                             record: once per job, with the zone and the reason
 ``Unpinned``       Warning  the same, when no zone fits and the settings leave it unpinned
+``Grouped``        Normal   the same, in scheduler mode (``zone-chooser``): the pods form a
+                            PodGroup and kube-scheduler places the whole gang in one zone
 ``PolicyCreated``  Normal   an admission created the job's allow policy
 ``PolicyMissing``  Warning  the policy kind is not installed (CRD missing): pinned, no policy
 ``FailOpen``       Warning  podium admitted a pod of the job unchanged because it could not
@@ -57,6 +59,7 @@ CONTROLLER = "podium.dev/webhook"
 
 ZONE_PINNED = "ZonePinned"
 UNPINNED = "Unpinned"
+GROUPED = "Grouped"
 POLICY_CREATED = "PolicyCreated"
 POLICY_MISSING = "PolicyMissing"
 FAIL_OPEN = "FailOpen"
@@ -171,7 +174,18 @@ def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
         if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
             related = {"apiVersion": policies.RECORD_API_VERSION, **target}
             zone = record.get("zone")
-            if zone:
+            if record.get("outcome") == "grouped":
+                out.append(
+                    event(
+                        "grouped",
+                        GROUPED,
+                        f"the pods of {display} form one PodGroup: kube-scheduler places the "
+                        f"whole gang in one zone ({why})",
+                        action="Group",
+                        related=related,
+                    )
+                )
+            elif zone:
                 out.append(
                     event(
                         "zone-pinned",
