@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.builders import PodBuilder
+from tests.builders import node as node_builder
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import labels, reviews
 from webhook.ops.cli import app
@@ -215,3 +217,108 @@ def test_shipped_examples_through_the_installed_command() -> None:
         json.loads(proc.stdout)["response"]["response"]["uid"]
         == "0c4d3f0e-5a7b-4c1e-8f2a-9b6d1e3c7a55"
     )
+
+
+# --- for people: the summary on a terminal, and what the snapshot lacked ---------------------
+
+
+def invoke_review(
+    tmp_path: Path, pod: dict[str, Any], objects: list[Any], *args: str, **env: str
+) -> Any:
+    inp = tmp_path / "pod.json"
+    inp.write_text(json.dumps(pod))
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all(objects))
+    return runner.invoke(
+        app, ["review", str(inp), "--cluster", str(cluster), *args], env=env or None
+    )
+
+
+def test_a_terminal_gets_a_summary_and_a_pipe_the_json(tmp_path: Path) -> None:
+    pj = pytorchjob()
+    pod = pytorch_pod(pj).obj()
+    summary = invoke_review(tmp_path, pod, base_cluster(pj), TTY_COMPATIBLE="1", NO_COLOR="1")
+    assert summary.exit_code == 0, summary.output
+    text = re.sub(r"\x1b\[[0-9;]*m", "", summary.stdout)  # bold, whatever NO_COLOR says
+    assert "team-a/llama-worker-0 (PyTorchJob/llama, worker): pinned to zone zone-c" in text
+    assert "reason   best-fit: zone-c fits the whole job" in text
+    assert "demand   32 nvidia.com/gpu" in text
+    assert "zone-c: 64 nvidia.com/gpu" in text and "← chosen" in text
+    assert "add /metadata/labels/podium.dev/job = " in text  # readable paths, not ~1
+    assert "creates  ConfigMap podium-pytorchjob-llama-" in text and "(decision record)" in text
+    piped = invoke_review(tmp_path, pod, base_cluster(pj))
+    assert set(json.loads(piped.stdout)) == {"response", "patchedObject", "sideEffects", "audit"}
+    as_json = invoke_review(tmp_path, pod, base_cluster(pj), "-o", "json", TTY_COMPATIBLE="1")
+    as_yaml = invoke_review(tmp_path, pod, base_cluster(pj), "-o", "yaml")
+
+    def timeless(doc: dict[str, Any]) -> dict[str, Any]:
+        """Without the moments the three runs were made at."""
+        doc["audit"] = {k: v for k, v in doc["audit"].items() if k not in ("time", "latencyMs")}
+        for obj in doc["sideEffects"]:
+            (obj.get("data") or {}).pop("decidedAt", None)
+        return doc
+
+    assert (
+        timeless(json.loads(as_json.stdout))
+        == timeless(yaml.safe_load(as_yaml.stdout))
+        == timeless(json.loads(piped.stdout))
+    )
+
+
+def test_cluster_twice_is_an_error(tmp_path: Path) -> None:
+    pj = pytorchjob()
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump_all(base_cluster(pj)))
+    result = invoke_review(tmp_path, pytorch_pod(pj).obj(), [], "--cluster", str(cluster))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --cluster was given 2 times")
+
+
+def _without(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> list[Any]:
+    return [
+        o
+        for o in objects
+        if not (o["kind"] == kind and (name is None or o["metadata"]["name"] == name))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "note"),
+    [
+        ("namespace missing", "namespace team-a is not in the snapshot, so podium took it as not"),
+        ("job missing", "PyTorchJob/llama is not in the snapshot: the gang's demand (8 nvidia"),
+        ("node without zone", "1 node(s) have no topology.kubernetes.io/zone label (setting zone"),
+        ("zone too small", "the pod requires zone zone-a, where the whole gang (32 nvidia.com/gpu"),
+    ],
+)
+def test_what_the_snapshot_lacked_is_a_warning(tmp_path: Path, case: str, note: str) -> None:
+    pj = pytorchjob()
+    builder = pytorch_pod(pj)
+    objects = base_cluster(pj)
+    if case == "namespace missing":
+        objects = _without(objects, "Namespace", "team-a")
+    elif case == "job missing":
+        objects = _without(objects, "PyTorchJob")
+    elif case == "node without zone":
+        objects = [*objects, node_builder("loose", None)]
+    else:
+        builder = builder.node_selector("topology.kubernetes.io/zone", "zone-a")
+    pod = builder.obj()
+    piped = invoke_review(tmp_path, pod, objects)
+    assert piped.exit_code == 0, piped.output
+    assert note in piped.stderr and piped.stderr.startswith("Warning: ")
+    assert set(json.loads(piped.stdout)) == {"response", "patchedObject", "sideEffects", "audit"}
+    shown = invoke_review(tmp_path, pod, objects, "-o", "summary")
+    assert note in " ".join(shown.stdout.split())
+
+
+def test_a_complete_snapshot_has_no_notes(tmp_path: Path) -> None:
+    pj = pytorchjob()
+    assert invoke_review(tmp_path, pytorch_pod(pj).obj(), base_cluster(pj)).stderr == ""
+
+
+def test_yaml_snapshots_load_with_libyaml() -> None:
+    from webhook.ops import offline  # noqa: PLC0415
+
+    assert yaml.__with_libyaml__, "PyYAML without libyaml: snapshots load ~25x slower"
+    assert offline._YAML_LOADER is yaml.CSafeLoader

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import enum
 import json
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import yaml
 from rich.console import Console
 
 from webhook.core.settings import Settings, SettingsError
+from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, offline, output
 from webhook.serve.audit import AuditRecord
 
@@ -50,6 +52,12 @@ def _settings(config: Path | None) -> Settings:
         raise _fail(str(err)) from err
 
 
+class ReviewFormat(enum.StrEnum):
+    SUMMARY = "summary"
+    JSON = "json"
+    YAML = "yaml"
+
+
 @app.command()
 def review(
     input_file: Annotated[
@@ -57,23 +65,52 @@ def review(
         typer.Argument(metavar="INPUT", help="AdmissionReview or Pod (JSON/YAML; - for stdin)."),
     ],
     cluster: Annotated[
-        Path, typer.Option("--cluster", help="ClusterView: a v1 List or YAML documents.")
+        list[Path],
+        typer.Option(
+            "--cluster",
+            metavar="SNAPSHOT",
+            help="The cluster: a v1 List or YAML documents (`podium snapshot` makes one).",
+        ),
     ],
     config: ConfigOption = None,
+    output_format: Annotated[
+        ReviewFormat | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="summary (default on a terminal), json (default otherwise) or yaml.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Decide one admission offline against a cluster snapshot; print the result as JSON."""
+    """Decide one admission offline against a cluster snapshot, exactly as podium serve would.
+
+    On a terminal: a short summary (zone, reason, demand and zones, the patch, what gets
+    created, warnings). Piped, or with -o json: {response, patchedObject, sideEffects, audit};
+    what the snapshot lacked goes to stderr as warnings. Exits 0 when a response was produced,
+    2 when an input is unusable.
+    """
+    if len(cluster) > 1:
+        raise output.fail(
+            f"--cluster was given {len(cluster)} times: a review reads one snapshot (put the "
+            "objects in one file, or make it with `podium snapshot`)"
+        )
     settings = _settings(config)
     try:
         review_doc = offline.load_review(input_file)
-        objects = offline.load_snapshot_objects(cluster)
+        objects = offline.load_snapshot_objects(cluster[0])
         result = asyncio.run(offline.review(review_doc, objects, settings))
     except offline.InputError as err:
-        raise _fail(str(err)) from err
-    try:
-        text = orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode()
-    except TypeError:  # integers past 64 bits in a hand-made input
-        text = json.dumps(result.as_dict(), indent=2, default=str)
-    sys.stdout.write(text + "\n")
+        raise output.fail(str(err)) from err
+    chosen = output_format or (ReviewFormat.SUMMARY if output.is_terminal() else ReviewFormat.JSON)
+    if chosen is ReviewFormat.SUMMARY:
+        Console(highlight=False, soft_wrap=True).print("\n".join(offline.summary(result)))
+        return
+    for note in result.notes:
+        output.note(f"Warning: {note}")
+    sys.stdout.write(
+        _dump(result.as_dict(), auditview.Format.YAML if chosen is ReviewFormat.YAML else None)
+    )
 
 
 @app.command("audit")
@@ -250,7 +287,7 @@ def _parsed(flag: str, text: str | None, parse: Callable[[str], T]) -> T | None:
         raise output.fail(f"{flag}: {err}") from err
 
 
-def _dump(doc: Any, output_format: auditview.Format) -> str:
+def _dump(doc: Any, output_format: auditview.Format | None) -> str:
     """JSON (indented) or YAML, as ``-o`` asks; YAML keeps the keys in their order."""
     if output_format is auditview.Format.YAML:
         return str(yaml.dump(doc, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True))
@@ -327,6 +364,97 @@ def serve(
         raise _fail(str(err)) from err
     except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
         raise _fail(f"cannot serve: {err}") from err
+
+
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        help="Kubeconfig; default: in-cluster, else $KUBECONFIG or ~/.kube/config.",
+    ),
+]
+ContextOption = Annotated[
+    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context.")
+]
+
+
+class SnapshotFormat(enum.StrEnum):
+    JSON = "json"
+    YAML = "yaml"
+
+
+@app.command()
+def snapshot(
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            metavar="NS",
+            help="Only this namespace (repeatable), opted in or not; default: every namespace "
+            "that opted in.",
+            show_default=False,
+        ),
+    ] = None,
+    output_format: Annotated[
+        SnapshotFormat, typer.Option("--output", "-o", help="Output format.")
+    ] = SnapshotFormat.JSON,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Capture what `podium review` needs of a live cluster, as one v1 List on stdout.
+
+    The nodes; the namespaces that opted in (or -n); in them the pods, the job objects and
+    podium's decision records and policies. Then: podium review pod.yaml --cluster FILE.
+    """
+    settings = _settings(config)
+    from rich.progress import Progress  # noqa: PLC0415
+
+    from webhook.ops import connect  # noqa: PLC0415
+    from webhook.ops import snapshot as capture  # noqa: PLC0415
+
+    api_client, objects_api = _connect(kubeconfig, context)
+    err_console = Console(stderr=True)
+    try:
+        with Progress(
+            console=err_console, transient=True, disable=not err_console.is_terminal
+        ) as progress:
+            task = progress.add_task("listing", total=None)
+            objects = asyncio.run(
+                capture.capture(
+                    objects_api,
+                    settings,
+                    namespaces=namespace or (),
+                    on_kind=lambda kind: progress.update(task, description=f"listing {kind}"),
+                )
+            )
+    except capture.SnapshotError as err:
+        raise output.fail(f"{err} (-n)") from err
+    except errors.ApiError as err:
+        raise output.fail(f"cannot read the cluster: {connect.describe(err, api_client)}") from err
+    finally:
+        api_client.close()
+    doc = capture.as_list(objects)
+    if output_format is SnapshotFormat.YAML:
+        sys.stdout.write(_dump(doc, auditview.Format.YAML))
+    else:
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+    output.note(f"captured {capture.counts(objects)}")
+
+
+def _connect(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
+    """The ``kubernetes`` client for ``--kubeconfig``/``--context``, and podium's object API on
+    it (a command's calls may take a minute on a big cluster)."""
+    from webhook.kube import client  # noqa: PLC0415
+    from webhook.ops import connect  # noqa: PLC0415
+
+    try:
+        api_client = connect.api_client(kubeconfig, context)
+    except connect.ConnectError as err:
+        raise output.fail(str(err)) from err
+    return api_client, client.KubeObjects(api_client, timeout=60)
 
 
 @app.command()

@@ -17,6 +17,8 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from webhook.kube import errors
+
 #: Seconds to connect, and to wait for an answer, per request of a command.
 TIMEOUT = (5.0, 60.0)
 
@@ -55,6 +57,8 @@ def describe(err: BaseException, api: Any = None) -> str:
     """One line for a failed call: the apiserver's own message for an HTTP error, where it
     tried and why for a connection that failed."""
     status = getattr(err, "status", None)
+    if status and isinstance(err, errors.ApiError):  # podium's client: the message says it all
+        return str(err)
     if status:
         return f"the Kubernetes API answered {status}: {_status_reason(err)}"
     host = str(getattr(getattr(api, "configuration", None), "host", "") or "")
@@ -72,10 +76,10 @@ def _why(err: BaseException) -> str:
         seen.add(id(cause))
         if isinstance(cause, ssl.SSLCertVerificationError):
             return f"certificate verify failed: {cause.verify_message}"
-        if isinstance(cause, TimeoutError | socket.timeout):
-            return "timed out"
         if isinstance(cause, OSError) and cause.strerror:
             return str(cause.strerror)
+        if isinstance(cause, TimeoutError | socket.timeout):
+            return "timed out"
         pending += [a for a in (getattr(cause, "reason", None), cause.__cause__) if a is not None]
         pending += [a for a in cause.args if isinstance(a, BaseException)]
     text = re.sub(r"<[^>]*>:?\s*", "", str(getattr(err, "reason", None) or err))
