@@ -372,7 +372,14 @@ def stub_cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
         return c.objects()
 
     monkeypatch.setattr(doctor, "collect", collect)
-    monkeypatch.setattr("webhook.kube.client.load_client", lambda _path: _Closable())
+    connected: list[tuple[Any, Any]] = []
+
+    def connect(kubeconfig: Any, context: Any) -> tuple[_Closable, None]:
+        connected.append((kubeconfig, context))
+        return _Closable(), None
+
+    monkeypatch.setattr(cli, "_connect", connect)
+    c.connected = connected
     return c
 
 
@@ -384,10 +391,14 @@ class _Closable:
 
 
 def test_command_healthy_exits_0(stub_cluster: Cluster) -> None:
-    result = CliRunner().invoke(cli.app, ["doctor"])
+    result = CliRunner().invoke(cli.app, ["doctor", "--context", "prod"])
     assert result.exit_code == 0, result.output
     assert "no problems found" in result.output
     assert "llama" in result.output
+    assert stub_cluster.connected == [(None, "prod")]
+    # piped: plain columns, no box drawing
+    assert not set("─│┃━┏") & set(result.stdout)
+    assert result.stdout.split()[:2] == ["NAMESPACE", "JOB"]
 
 
 def test_command_json_lists_findings_and_exits_1(stub_cluster: Cluster) -> None:

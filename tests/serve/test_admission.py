@@ -188,6 +188,26 @@ async def test_no_api_configured_fails_open(now: datetime) -> None:
     assert "patch" not in resp and "no Kubernetes API configured" in resp["warnings"][0]
 
 
+async def test_before_the_cache_has_synced_the_reason_says_so(now: datetime) -> None:
+    """An empty view would answer namespace-not-enabled for every pod: say what it is instead."""
+    pj = pytorchjob()
+    admitter = admission.Admitter(
+        view=lambda: ClusterView(zone_label=labels.ZONE_LABEL),
+        api=twins.InMemoryApi(),
+        settings=Settings(),
+        sink=(sink := audit.MemorySink()),
+        clock=lambda: now,
+        ready=lambda: False,
+    )
+    answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
+    resp = response(answer)
+    assert resp["allowed"] is True and "patch" not in resp
+    assert "watch cache has not synced yet" in resp["warnings"][0]
+    (record,) = sink.records
+    assert (record["outcome"], record["reason"]) == ("fail-open", "cache-not-synced")
+    assert resp["auditAnnotations"]["outcome"] == "fail-open"
+
+
 async def test_malformed_review_is_a_400(now: datetime) -> None:
     admitter, sink, _ = make(base_cluster(), twins.InMemoryApi(), now)
     answer = await admitter.admit(

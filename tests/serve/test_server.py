@@ -649,14 +649,16 @@ def test_serve_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     seen: dict[str, Any] = {}
     monkeypatch.setattr(server, "run", lambda **kw: seen.update(kw))
     monkeypatch.setenv("POD_NAMESPACE", "podium-from-env")
+    certs.issue(tmp_path, service="podium", namespace="podium-system")
+    cert, key = str(tmp_path / certs.LEAF_CERT), str(tmp_path / certs.LEAF_KEY)
     result = CliRunner().invoke(
         cli.app,
         [
             "serve",
             "--cert-file",
-            "c.pem",
+            cert,
             "--key-file",
-            "k.pem",
+            key,
             "--host",
             "127.0.0.1",
             "--port",
@@ -670,7 +672,8 @@ def test_serve_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert result.exit_code == 0, result.output
     assert seen["settings"].own_namespace == "podium-from-env"
     assert (seen["host"], seen["port"], seen["tls_min_version"]) == ("127.0.0.1", 9443, "1.3")
-    assert seen["use_tls"] is True and seen["cert_file"] == Path("c.pem")
+    assert seen["use_tls"] is True and seen["cert_file"] == Path(cert)
+    assert seen["api_client"] is None  # no --context: server loads the kubeconfig itself
     result = CliRunner().invoke(cli.app, ["serve", "--no-tls", "--namespace", "ops"])
     assert result.exit_code == 0, result.output
     assert seen["settings"].own_namespace == "ops" and seen["use_tls"] is False
@@ -679,7 +682,7 @@ def test_serve_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--no-tls", "--tls-min-version", "1.1"], "--tls-min-version must be 1.2 or 1.3"),
+        (["--no-tls", "--tls-min-version", "1.1"], "'1.1' is not one of '1.2', '1.3'"),
         (
             ["--no-tls", "--kubeconfig", "/nonexistent/kubeconfig"],
             "cannot load a Kubernetes configuration",
@@ -733,3 +736,63 @@ async def test_podium_asks_the_apiserver_who_it_is(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="podium.server"):
         assert await server.who_am_i(_Whoami(None)) == ""
     assert "own-user" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        (("one", "other"), "--key-file {key} is not the private key of --cert-file {cert}"),
+        (("one", "missing"), "--key-file {key}: No such file or directory"),
+        (("missing", "one"), "--cert-file {cert}: No such file or directory"),
+        (("key-as-cert", "one"), "--cert-file {cert} holds no PEM certificate"),
+    ],
+)
+def test_serve_says_which_file_of_the_pair_is_wrong(
+    tmp_path: Path, pair: tuple[str, str], message: str
+) -> None:
+    for name in ("one", "other"):
+        certs.issue(tmp_path / name, service="podium", namespace="podium-system")
+    (tmp_path / "key-as-cert").mkdir()
+    (tmp_path / "key-as-cert" / certs.LEAF_CERT).write_bytes(
+        (tmp_path / "one" / certs.LEAF_KEY).read_bytes()
+    )
+    cert = tmp_path / pair[0] / certs.LEAF_CERT
+    key = tmp_path / pair[1] / certs.LEAF_KEY
+    result = CliRunner().invoke(
+        cli.app, ["serve", "--cert-file", str(cert), "--key-file", str(key)]
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"Error: {message.format(cert=cert, key=key)}")
+
+
+def test_serve_connects_through_the_named_context(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(server, "run", lambda **kw: seen.update(kw))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": n, "cluster": {"server": f"https://{n}.example:6443"}}
+                    for n in ("dev", "prod")
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [
+                    {"name": n, "context": {"cluster": n, "user": "u"}} for n in ("dev", "prod")
+                ],
+                "current-context": "dev",
+            }
+        )
+    )
+    args = ["serve", "--no-tls", "--kubeconfig", str(kubeconfig), "--context", "prod"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert seen["api_client"].configuration.host == "https://prod.example:6443"
+    seen["api_client"].close()
+    missing = CliRunner().invoke(cli.app, [*args[:-1], "staging"])
+    assert missing.exit_code == 2 and "staging" in missing.stderr

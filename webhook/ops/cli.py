@@ -6,7 +6,9 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import importlib.metadata
 import json
+import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +28,6 @@ T = TypeVar("T")
 
 app = typer.Typer(
     name="podium",
-    help="Keep every pod of a distributed training job in one zone, and let only its pods talk.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -36,20 +37,51 @@ app = typer.Typer(
 )
 
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="Settings file (YAML).", exists=False)
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="Settings file (YAML).", exists=False),
+]
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        help="Kubeconfig; default: in-cluster, else $KUBECONFIG or ~/.kube/config.",
+    ),
+]
+ContextOption = Annotated[
+    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context.")
 ]
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"podium: {message}", err=True)
-    return typer.Exit(2)
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"podium {importlib.metadata.version('podium')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Keep every pod of a distributed training job in one zone, and let only its pods talk.
+
+    Exit status, for every command: 0 ok; 1 it ran and found something wrong (doctor: a broken
+    job; audit: a job split across zones; certs rotate: a step waits for something to be done);
+    2 it could not run (a bad argument, an unreadable input, an unreachable cluster), with one
+    "Error:" line on stderr.
+    """
 
 
 def _settings(config: Path | None) -> Settings:
     try:
         return Settings.load(config)
     except SettingsError as err:
-        raise _fail(str(err)) from err
+        raise output.fail(str(err)) from err
 
 
 class ReviewFormat(enum.StrEnum):
@@ -300,36 +332,53 @@ def _dump(doc: Any, output_format: auditview.Format | None) -> str:
 _YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+class TLSVersion(enum.StrEnum):
+    V1_2 = "1.2"
+    V1_3 = "1.3"
+
+
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "0.0.0.0",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8443,
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")
+    ] = "0.0.0.0",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on.")] = 8443,
     cert_file: Annotated[
-        Path | None, typer.Option("--cert-file", help="Serving certificate (PEM); reloaded live.")
+        Path | None,
+        typer.Option("--cert-file", metavar="FILE", help="Serving certificate (PEM); reloaded."),
     ] = None,
     key_file: Annotated[
-        Path | None, typer.Option("--key-file", help="Its private key (PEM).")
+        Path | None, typer.Option("--key-file", metavar="FILE", help="Its private key (PEM).")
     ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster, else ~/.kube/config."),
-    ] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
     config: ConfigOption = None,
     audit_file: Annotated[
         Path | None,
-        typer.Option("--audit-file", help="Also append audit JSON lines here (stdout always)."),
+        typer.Option(
+            "--audit-file",
+            metavar="FILE",
+            help="Also append audit JSON lines here (stdout always).",
+        ),
     ] = None,
     tls_min_version: Annotated[
-        str, typer.Option("--tls-min-version", help="Lowest TLS version: 1.2 or 1.3.")
-    ] = "1.2",
+        TLSVersion, typer.Option("--tls-min-version", help="Lowest TLS version.")
+    ] = TLSVersion.V1_2,
     client_ca_file: Annotated[
         Path | None,
-        typer.Option("--client-ca-file", help="Require client certificates signed by these CAs."),
+        typer.Option(
+            "--client-ca-file",
+            metavar="FILE",
+            help="Require client certificates signed by these CAs.",
+        ),
     ] = None,
     namespace: Annotated[
         str,
         typer.Option(
-            "--namespace", envvar="POD_NAMESPACE", help="podium's own namespace (never mutated)."
+            "--namespace",
+            metavar="NS",
+            envvar="POD_NAMESPACE",
+            help="podium's own namespace (never mutated).",
         ),
     ] = "podium-system",
     no_tls: Annotated[
@@ -337,16 +386,24 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the admission webhook: watch the cluster, pin training pods, create their policies."""
-    if tls_min_version not in ("1.2", "1.3"):
-        raise _fail(f"--tls-min-version must be 1.2 or 1.3, not {tls_min_version!r}")
     if not no_tls and (cert_file is None or key_file is None):
-        raise _fail("--cert-file and --key-file are required (or --no-tls for local use)")
+        raise output.fail("--cert-file and --key-file are required (or --no-tls for local use)")
     settings = dataclasses.replace(_settings(config), own_namespace=namespace)
+    if not no_tls and cert_file is not None and key_file is not None:
+        _check_pair(cert_file, key_file)
     # Imported here: the web server and the Kubernetes client take a while to load, and the
     # other commands need neither.
     from webhook.kube import client  # noqa: PLC0415
     from webhook.serve import server  # noqa: PLC0415
 
+    api_client = None
+    if context is not None:
+        from webhook.ops import connect  # noqa: PLC0415
+
+        try:
+            api_client = connect.api_client(kubeconfig, context, serving=True)
+        except connect.ConnectError as err:
+            raise output.fail(str(err)) from err
     try:
         server.run(
             host=host,
@@ -356,27 +413,57 @@ def serve(
             kubeconfig=kubeconfig,
             settings=settings,
             audit_file=audit_file,
-            tls_min_version="1.3" if tls_min_version == "1.3" else "1.2",
+            tls_min_version="1.3" if tls_min_version is TLSVersion.V1_3 else "1.2",
             client_ca_file=client_ca_file,
             use_tls=not no_tls,
+            api_client=api_client,
         )
     except client.ClientConfigError as err:
-        raise _fail(str(err)) from err
-    except (OSError, ValueError) as err:  # ssl.SSLError is an OSError
-        raise _fail(f"cannot serve: {err}") from err
+        raise output.fail(str(err)) from err
+    except ssl.SSLError as err:
+        raise output.fail(f"cannot serve TLS: {_tls_problem(err)}") from err
+    except OSError as err:
+        where = f" {err.filename}" if err.filename else ""
+        raise output.fail(f"cannot serve: {err.strerror or err}{where}") from err
+    except ValueError as err:
+        raise output.fail(f"cannot serve: {err}") from err
 
 
-KubeconfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--kubeconfig",
-        metavar="FILE",
-        help="Kubeconfig; default: in-cluster, else $KUBECONFIG or ~/.kube/config.",
-    ),
-]
-ContextOption = Annotated[
-    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context.")
-]
+def _check_pair(cert_file: Path, key_file: Path) -> None:
+    """The serving pair, read once before anything starts: a missing file, something that is
+    not PEM, or a key of another certificate is one line that names the flag."""
+    from cryptography import x509  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    try:
+        cert = x509.load_pem_x509_certificates(cert_file.read_bytes())[0]
+    except OSError as err:
+        raise output.fail(f"--cert-file {cert_file}: {err.strerror}") from err
+    except ValueError as err:
+        raise output.fail(f"--cert-file {cert_file} holds no PEM certificate") from err
+    try:
+        key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    except OSError as err:
+        raise output.fail(f"--key-file {key_file}: {err.strerror}") from err
+    except (ValueError, TypeError) as err:
+        raise output.fail(f"--key-file {key_file} holds no unencrypted PEM private key") from err
+    if cert.public_key() != key.public_key():
+        raise output.fail(
+            f"--key-file {key_file} is not the private key of --cert-file {cert_file} (the "
+            "certificate's public key belongs to another key; were they issued together?)"
+        )
+
+
+def _tls_problem(err: ssl.SSLError) -> str:
+    """An OpenSSL error in words (``[X509: KEY_VALUES_MISMATCH] key values mismatch``)."""
+    known = {
+        "KEY_VALUES_MISMATCH": "the private key does not belong to the certificate",
+        "PEM_LIB": "a file is not PEM",
+        "NO_START_LINE": "a file is not PEM",
+        "CA_MD_TOO_WEAK": "a certificate is signed with a digest OpenSSL refuses",
+        "EE_KEY_TOO_SMALL": "the key is too small for OpenSSL's security level",
+    }
+    return known.get(str(err.reason or ""), str(err.reason or err.strerror or err).lower())
 
 
 class SnapshotFormat(enum.StrEnum):
@@ -457,41 +544,43 @@ def _connect(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
     return api_client, client.KubeObjects(api_client, timeout=60)
 
 
+class DoctorFormat(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
 @app.command()
 def doctor(
     namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", help="Only jobs in this namespace.")
+        str | None,
+        typer.Option("--namespace", "-n", metavar="NS", help="Only jobs in this namespace."),
     ] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster, else ~/.kube/config."),
-    ] = None,
+    output_format: Annotated[
+        DoctorFormat, typer.Option("--output", "-o", help="Output format.")
+    ] = DoctorFormat.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Check a live cluster's training jobs: split across zones, missing allow policies, Cilium
-    deny or default-deny rules that select them, hostNetwork pods, pods podium did not pin.
-    Exits 1 when something is wrong."""
-    if output not in ("table", "json"):
-        raise _fail(f"--output must be table or json, not {output!r}")
+    deny or default-deny rules that select them, hostNetwork pods, pods podium did not pin,
+    pods carrying a job's label they copied. Exits 1 when something is wrong."""
     settings = _settings(config)
     # Imported here, like serve: the Kubernetes client takes a while to load.
     from rich.progress import Progress  # noqa: PLC0415
 
-    from webhook.kube import client, errors  # noqa: PLC0415
+    from webhook.ops import connect  # noqa: PLC0415
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
-    try:
-        api_client = client.load_client(kubeconfig)
-    except client.ClientConfigError as err:
-        raise _fail(str(err)) from err
+    api_client, objects_api = _connect(kubeconfig, context)
     err_console = Console(stderr=True)
-    with Progress(console=err_console, transient=True, disable=output == "json") as progress:
+    quiet = output_format is DoctorFormat.JSON or not err_console.is_terminal
+    with Progress(console=err_console, transient=True, disable=quiet) as progress:
         reading = progress.add_task("listing the cluster", total=len(checks.kinds_to_read()))
         try:
             objects = asyncio.run(
                 checks.collect(
-                    client.KubeObjects(api_client, timeout=60),
+                    objects_api,
                     namespace=namespace,
                     on_kind=lambda kind: progress.update(
                         reading, advance=1, description=f"listing {kind}"
@@ -499,9 +588,11 @@ def doctor(
                 )
             )
         except errors.ApiError as err:
-            raise _fail(f"cannot read the cluster: {err}") from err
+            raise output.fail(
+                f"cannot read the cluster: {connect.describe(err, api_client)}"
+            ) from err
         finally:
-            api_client.close()  # type: ignore[no-untyped-call]
+            api_client.close()
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
         result = checks.diagnose(
@@ -510,15 +601,18 @@ def doctor(
             namespace=namespace,
             progress=lambda n: progress.update(checking, completed=n),
         )
-    if output == "json":
+    if output_format is DoctorFormat.JSON:
         sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        console = Console(width=max(Console().width, 160))
-        console.print(checks.table(result))
+        plain = not output.is_terminal()
+        table = checks.table(result)
+        if plain:
+            output.make_plain(table)
         problems = len(result.findings)
-        console.print("no problems found" if result.ok else f"{problems} problem(s) found")
+        verdict = "no problems found" if result.ok else f"{problems} problem(s) found"
+        output.render([table, verdict], plain=plain)
     if not result.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(output.FINDINGS)
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from webhook.kube import errors
+from webhook.kube import cache, errors
 
 #: Seconds to connect, and to wait for an answer, per request of a command.
 TIMEOUT = (5.0, 60.0)
@@ -27,10 +27,13 @@ class ConnectError(RuntimeError):
     """No cluster to talk to; the message is one line."""
 
 
-def api_client(kubeconfig: Path | None = None, context: str | None = None) -> k8s.ApiClient:
+def api_client(
+    kubeconfig: Path | None = None, context: str | None = None, *, serving: bool = False
+) -> k8s.ApiClient:
     """A client for the cluster: in a pod (and nothing named) its service account, else the
     kubeconfig (``kubeconfig``, ``$KUBECONFIG`` or ``~/.kube/config``) at ``context`` or its
-    current context. Connection errors are not retried: a command says so at once."""
+    current context. A command's connection errors are not retried: it says so at once.
+    ``serving``: for ``podium serve --context``, configured as ``client.load_client`` does."""
     configuration = k8s.Configuration()
     try:
         if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -49,7 +52,12 @@ def api_client(kubeconfig: Path | None = None, context: str | None = None) -> k8
         raise ConnectError(
             f"cannot load a Kubernetes configuration from {where}: {detail}"
         ) from err
-    configuration.retries = 0
+    if serving:  # one connection per open watch, plus admissions' calls (as load_client)
+        configuration.connection_pool_maxsize = max(
+            configuration.connection_pool_maxsize or 0, len(cache.WATCHED) + 32
+        )
+    else:
+        configuration.retries = 0
     return k8s.ApiClient(configuration)
 
 

@@ -76,6 +76,19 @@ def table(title: str | None = None, *, plain: bool) -> Table:
     )
 
 
+def make_plain(table: Table) -> Table:
+    """A table built for a terminal, redrawn as plain columns (for a pipe)."""
+    table.box = None
+    table.show_edge = False
+    table.pad_edge = False
+    table.padding = (0, 3, 0, 0)
+    table.title = None
+    table.header_style = ""
+    for column in table.columns:
+        column.header = str(column.header).upper()
+    return table
+
+
 def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
     """Print to stdout: rich on a terminal (fits its width); plain text otherwise."""
     if not plain:

@@ -23,6 +23,9 @@ from webhook.serve import audit, effects
 log = logging.getLogger("podium.admission")
 
 FAIL_OPEN_WARNING = "podium could not finish ({why}); the pod was admitted unchanged"
+#: Why a creation is admitted unchanged before the watch cache has synced (``/readyz`` is 503
+#: then, so only a caller that does not wait for readiness sees it).
+NOT_SYNCED = "its watch cache has not synced yet, so it cannot see the cluster"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,10 +51,14 @@ class Admitter:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         observe: Callable[[audit.AuditRecord], None] | None = None,
         scheduler: Callable[[], bool] = lambda: False,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         """``scheduler``: whether the cluster serves kube-scheduler's gang and topology placement
-        right now (``discovery.SchedulerSupport.available``); ``zone-chooser: auto`` follows it."""
+        right now (``discovery.SchedulerSupport.available``); ``zone-chooser: auto`` follows it.
+        ``ready``: whether the view has synced (``WatchCache.is_ready``); until then a creation
+        is admitted unchanged with reason ``cache-not-synced``, not decided on an empty view."""
         self.view = view
+        self.ready = ready
         self.scheduler = scheduler
         self.api = api
         self.settings = settings
@@ -79,6 +86,11 @@ class Admitter:
             )
 
     async def _admit(self, request: reviews.Request, *, started: float, now: datetime) -> Answer:
+        if request.operation == "CREATE" and not self.ready():
+            # An empty view would say "namespace-not-enabled" for every pod: say what it is.
+            return self._fail_open(
+                request, None, started=started, now=now, why=NOT_SYNCED, reason="cache-not-synced"
+            )
         view = self.view()
         decision = engine.decide(request, view, self.settings, now=now, scheduler=self.scheduler())
         results: list[audit.EffectEntry] = []
@@ -158,6 +170,7 @@ class Admitter:
         started: float,
         now: datetime,
         why: str,
+        reason: str = "fail-open",
     ) -> Answer:
         warning = FAIL_OPEN_WARNING.format(why=why)
         record: audit.AuditRecord | None = None
@@ -168,7 +181,7 @@ class Admitter:
                 time=now,
                 latency_ms=(time.perf_counter() - started) * 1000,
                 outcome="fail-open",
-                reason="fail-open",
+                reason=reason,
                 detail=why,
                 warnings=[warning],
                 error=why,

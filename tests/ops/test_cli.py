@@ -1,0 +1,70 @@
+"""What every ``podium`` command shares: --version, -h, flags shown as flags, one error format
+and exit code 2 when it cannot run, help without the package's own module names."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from webhook.ops.cli import app
+
+runner = CliRunner()
+
+COMMANDS = [
+    ["review"],
+    ["audit"],
+    ["serve"],
+    ["snapshot"],
+    ["doctor"],
+    ["certs"],
+    ["certs", "issue"],
+    ["certs", "rotate"],
+    ["certs", "show"],
+    ["certs", "secret"],
+    ["certs", "inject"],
+]
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert (result.exit_code, result.stdout) == (
+        0,
+        f"podium {importlib.metadata.version('podium')}\n",
+    )
+
+
+def test_top_level_help_documents_the_exit_codes() -> None:
+    text = " ".join(runner.invoke(app, ["-h"]).stdout.split())
+    assert "0 ok; 1 it ran and found something wrong" in text
+    assert "2 it could not run" in text and '"Error:" line on stderr' in text
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "-h"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "<bool>" not in text and "/ --no-" not in text  # a flag is shown as a flag
+    assert not re.search(r"\bwebhook\.|ClusterView|kubeapi|kubeops", text), text
+    assert "Usage: podium " in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "No such command 'nope'"),
+        (["audit", "--outcome", "x"], "'x' is not one of"),
+        (["doctor", "-o", "yaml"], "'yaml' is not one of 'table', 'json'"),
+        (["review", "pod.yaml"], "Missing option '--cluster'"),
+        (["serve"], "--cert-file and --key-file are required"),
+        (["serve", "--no-tls", "--config", "/nonexistent.yaml"], "cannot read settings file"),
+    ],
+)
+def test_cannot_run_is_exit_2_and_an_error_line(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args, input="")
+    assert result.exit_code == 2, result.output
+    assert "Error: " in result.stderr and message in result.stderr
+    assert "Traceback" not in result.output and "╭" not in result.stderr
