@@ -54,10 +54,36 @@ def helm() -> str:
     return _helm_binary()
 
 
+#: What the install steps do: the release in podium's namespace (helm creates it).
+RELEASE_NAMESPACE = ("--namespace", "podium-system")
+#: The kustomize base's exact objects, Namespace included: a release installed elsewhere that
+#: names podium's namespace and creates it.
+AS_KUSTOMIZE = (
+    "--namespace",
+    "default",
+    "--set",
+    "namespace.name=podium-system",
+    "--set",
+    "namespace.create=true",
+)
+
+
 def helm_template(
     helm: str, *args: str, values: Obj | None = None, tmp_path: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = [helm, "template", "podium", str(CHART), "--kube-version", KUBE_VERSION, *args]
+    """``helm template``, as ``helm install -n podium-system`` would render unless ``args``
+    name another release namespace."""
+    where = () if "--namespace" in args else RELEASE_NAMESPACE
+    command = [
+        helm,
+        "template",
+        "podium",
+        str(CHART),
+        "--kube-version",
+        KUBE_VERSION,
+        *where,
+        *args,
+    ]
     if values is not None:
         assert tmp_path is not None
         file = tmp_path / "values.yaml"
@@ -126,11 +152,14 @@ needs_kubectl = pytest.mark.skipif(
 def test_the_chart_renders_what_kustomize_renders(
     helm: str, flags: tuple[str, ...], kustomization: Path
 ) -> None:
-    rendered = without_checksum(chart(helm, *flags))
+    rendered = without_checksum(chart(helm, *AS_KUSTOMIZE, *flags))
     expected = by_key(render(kustomization))
     assert rendered.keys() == expected.keys()
     for k, obj in expected.items():
         assert rendered[k] == obj, k
+    # helm install -n podium-system --create-namespace: the same, but the namespace is helm's
+    in_release = without_checksum(chart(helm, *flags))
+    assert in_release == {k: o for k, o in expected.items() if k[0] != "Namespace"}
 
 
 @needs_kubectl
@@ -150,7 +179,14 @@ def test_both_components_at_once(helm: str, tmp_path: Path) -> None:
         )
     )
     rendered = without_checksum(
-        chart(helm, "--set", "certManager.enabled=true", "--set", "cilium.enabled=true")
+        chart(
+            helm,
+            *AS_KUSTOMIZE,
+            "--set",
+            "certManager.enabled=true",
+            "--set",
+            "cilium.enabled=true",
+        )
     )
     assert rendered == by_key(render(tmp_path))
 
@@ -295,10 +331,27 @@ def test_another_namespace_moves_everything(helm: str) -> None:
     assert binding["subjects"][0]["namespace"] == "webhooks"
 
 
-def test_the_namespace_can_be_left_to_the_installer(helm: str) -> None:
-    objects = chart(helm, "--set", "namespace.create=false")
-    assert ("Namespace", "", "podium-system") not in objects
-    assert ("Deployment", "podium-system", "podium") in objects
+def test_the_release_namespace_is_podiums_and_the_chart_does_not_create_it(helm: str) -> None:
+    """helm install -n ml-webhooks --create-namespace: everything lands there, and the chart
+    renders no Namespace of its own (which helm would refuse as already existing)."""
+    objects = chart(helm, "--namespace", "ml-webhooks")
+    assert not [k for k in objects if k[0] == "Namespace"]
+    assert ("Deployment", "ml-webhooks", "podium") in objects
+    webhook = webhook_of(objects)
+    assert webhook["clientConfig"]["service"]["namespace"] == "ml-webhooks"
+    assert webhook["namespaceSelector"]["matchExpressions"][1]["values"] == [
+        "kube-system",
+        "ml-webhooks",
+    ]
+    assert settings_of(objects, "ml-webhooks").own_namespace == "podium-system"  # env var wins
+    env = {e["name"]: e for e in container_of(objects, "ml-webhooks")["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+def test_creating_the_release_namespace_too_is_refused_with_the_fix(helm: str) -> None:
+    result = helm_template(helm, "--set", "namespace.create=true")
+    assert result.returncode != 0
+    assert "leave namespace.create false" in result.stderr
 
 
 def test_an_old_kubernetes_is_refused(helm: str) -> None:

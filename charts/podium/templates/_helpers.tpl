@@ -1,6 +1,6 @@
-{{/* podium's namespace. */}}
+{{/* podium's namespace: namespace.name, else the release's (helm install -n podium-system). */}}
 {{- define "podium.namespace" -}}
-{{- .Values.namespace.name -}}
+{{- .Values.namespace.name | default .Release.Namespace -}}
 {{- end -}}
 
 {{/* The image reference; the tag defaults to the chart's appVersion. */}}
