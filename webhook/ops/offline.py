@@ -153,6 +153,7 @@ async def review(
 
 
 _DEMAND_SOURCES = {
+    "job": "the job",
     "pod": "the pod alone",
     "env": "the pod's PET_NNODES / WORLD_SIZE",
     "labels": "the pod's JobSet replica labels",
@@ -260,7 +261,7 @@ def summary(result: Result) -> list[str]:
     }.get(outcome, f"[bold]{outcome}[/]")
     lines = [f"{who}: {head}", f"  reason   {record.get('reason')}: {record.get('detail')}"]
     if job.get("demand"):
-        source = job.get("demandSource")
+        source = _DEMAND_SOURCES.get(str(job.get("demandSource")), "the pod")
         lines.append(f"  demand   {describe(job['demand'])} (from {source})")
     for i, cap in enumerate(record.get("capacity") or []):
         verdict = "fits" if cap.get("fits") else "does not fit"
