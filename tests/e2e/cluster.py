@@ -54,6 +54,9 @@ __all__ = [
     "CRD_DIR",
     "DEFAULT_CONTROLLERS",
     "FAKE_NODE_ANNOTATION",
+    "PODGROUP_PROTECTION_CONTROLLER",
+    "SCHEDULER_GANG_GATES",
+    "SCHEDULER_GANG_RUNTIME_CONFIG",
     "ZONES",
     "ApiError",
     "ControlPlaneError",
@@ -89,6 +92,23 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
     "deployment",
     "statefulset",
 )
+
+# kube-scheduler's own gang and topology placement for PodGroups (k8s v1.37: GenericWorkload is
+# beta, TopologyAwareWorkloadScheduling alpha, both off by default; the PodGroup API is
+# scheduling.k8s.io/v1beta1, not served by default). `LocalCluster(feature_gates=...,
+# runtime_config=...)` takes these. With the gates on, the scheduler's default plugin set gains
+# GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount by itself
+# (pkg/scheduler/apis/config/v1/default_plugins.go applyFeatureGates): no scheduler config needed.
+SCHEDULER_GANG_GATES: Mapping[str, bool] = {
+    "GenericWorkload": True,
+    "TopologyAwareWorkloadScheduling": True,
+}
+SCHEDULER_GANG_RUNTIME_CONFIG: Mapping[str, str] = {"scheduling.k8s.io/v1beta1": "true"}
+# The apiserver's PodGroupProtection admission plugin (on by default) stamps the finalizer
+# scheduling.k8s.io/podgroup-protection on every new PodGroup; only this controller of
+# kube-controller-manager (which needs the GenericWorkload gate too) removes it, so without it a
+# deleted PodGroup, and the namespace holding it, would never go away.
+PODGROUP_PROTECTION_CONTROLLER = "podgroup-protection-controller"
 
 # Metadata for everything, Request for pods (so a mutating webhook's JSON patch shows up as the
 # "patch.webhook.serve.admission.k8s.io/..." audit annotation), nothing for the chatter of leases,
@@ -237,11 +257,26 @@ class LocalCluster:
         controllers: Sequence[str] = DEFAULT_CONTROLLERS,
         extra_apiserver_args: Sequence[str] = (),
         kubectl_path: Path | str | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Mapping[str, str] | None = None,
     ) -> None:
+        """``feature_gates`` go to kube-apiserver, kube-controller-manager and kube-scheduler
+        alike (``--feature-gates``), ``runtime_config`` to kube-apiserver (``--runtime-config``);
+        e.g. ``feature_gates=SCHEDULER_GANG_GATES, runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG``
+        for the scheduler's PodGroup gang and topology placement. With ``GenericWorkload`` on,
+        the PodGroup protection controller is added to ``controllers``."""
         self.bin_dir = Path(bin_dir).resolve()
         self.work_dir = Path(work_dir).resolve()
         self.startup_timeout = startup_timeout
-        self.controllers = tuple(controllers)
+        self.feature_gates: dict[str, bool] = dict(feature_gates or {})
+        self.runtime_config: dict[str, str] = dict(runtime_config or {})
+        controllers = tuple(controllers)
+        if (
+            self.feature_gates.get("GenericWorkload")
+            and PODGROUP_PROTECTION_CONTROLLER not in controllers
+        ):
+            controllers += (PODGROUP_PROTECTION_CONTROLLER,)
+        self.controllers = controllers
         self.extra_apiserver_args = tuple(extra_apiserver_args)
         self._kubectl_path = Path(kubectl_path) if kubectl_path else None
 
@@ -257,6 +292,8 @@ class LocalCluster:
 
         self.etcd_port = 0
         self.apiserver_port = 0
+        self.controller_manager_port = 0
+        self.scheduler_port = 0
         self.server = ""
         self.etcd_url = ""
         self._ca: certs.KeyPair | None = None
@@ -340,6 +377,7 @@ class LocalCluster:
         self._wait(apiserver, lambda: self._apiserver_ready("/readyz"))
 
         manager_port, scheduler_port = _free_port(), _free_port()
+        self.controller_manager_port, self.scheduler_port = manager_port, scheduler_port
         manager = self._spawn(
             "kube-controller-manager", self._controller_manager_args(manager_port)
         )
@@ -466,8 +504,20 @@ class LocalCluster:
             "--audit-log-format=json",
             "--allow-privileged=true",
             "--profiling=false",
+            *self._gate_args(),
+            *(
+                [f"--runtime-config={','.join(f'{k}={v}' for k, v in self.runtime_config.items())}"]
+                if self.runtime_config
+                else []
+            ),
             *self.extra_apiserver_args,
         ]
+
+    def _gate_args(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        gates = ",".join(f"{k}={str(v).lower()}" for k, v in self.feature_gates.items())
+        return [f"--feature-gates={gates}"]
 
     def _controller_manager_args(self, port: int) -> list[str]:
         return [
@@ -483,6 +533,7 @@ class LocalCluster:
             f"--root-ca-file={self.ca_file}",
             "--use-service-account-credentials=false",
             "--profiling=false",
+            *self._gate_args(),
         ]
 
     def _scheduler_args(self, port: int) -> list[str]:
@@ -504,6 +555,7 @@ class LocalCluster:
             f"--bind-address={HOST}",
             f"--secure-port={port}",
             f"--cert-dir={self.work_dir / 'kube-scheduler'}",
+            *self._gate_args(),
         ]
 
     def _kwok_args(self) -> list[str]:
@@ -647,6 +699,33 @@ class LocalCluster:
             return connection.getresponse().status == 200
         finally:
             connection.close()
+
+    def metrics(self, component: str = "kube-apiserver", *, timeout: float = 30.0) -> str:
+        """The Prometheus text of a component's ``/metrics``, fetched as the admin.
+
+        ``component``: "kube-apiserver", "kube-scheduler" or "kube-controller-manager". The
+        latter two serve on their own self-signed certificates (not verified here) and authorize
+        the admin's client certificate through the apiserver (delegated authn/authz).
+        """
+        if component == "kube-apiserver":
+            text: str = self.request("GET", "/metrics", parse=False, timeout=timeout)
+            return text
+        port = {
+            "kube-scheduler": self.scheduler_port,
+            "kube-controller-manager": self.controller_manager_port,
+        }[component]
+        context = ssl._create_unverified_context()
+        context.load_cert_chain(str(self.admin_cert_file), str(self.admin_key_file))
+        connection = http.client.HTTPSConnection(HOST, port, timeout=timeout, context=context)
+        try:
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            body = response.read().decode(errors="replace")
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise ApiError("GET", f"{component}/metrics", response.status, body)
+        return body
 
     def _apiserver_ready(self, path: str) -> bool:
         self.request("GET", path, parse=False)
