@@ -120,16 +120,23 @@ def test_the_webhook_configuration() -> None:
         ]
     }
     conditions = {c["name"]: c["expression"] for c in webhook["matchConditions"]}
-    label = "podium.dev/job"
-    new_label = f"(has(object.metadata.labels) && '{label}' in object.metadata.labels"
-    old_label = f"(has(oldObject.metadata.labels) && '{label}' in oldObject.metadata.labels"
+
+    def changed(label: str) -> str:
+        new_label = f"(has(object.metadata.labels) && '{label}' in object.metadata.labels"
+        old_label = f"(has(oldObject.metadata.labels) && '{label}' in oldObject.metadata.labels"
+        return (
+            f"{new_label} ? object.metadata.labels['{label}'] : '') != "
+            f"{old_label} ? oldObject.metadata.labels['{label}'] : '')"
+        )
+
+    job, zone = "podium.dev/job", "podium.dev/zone"
     assert conditions == {
-        "training-pod-or-job-label-change": "request.operation == 'UPDATE' "
-        f"? {new_label} ? object.metadata.labels['{label}'] : '') != "
-        f"{old_label} ? oldObject.metadata.labels['{label}'] : '') "
+        "training-pod-or-trusted-label-change": "request.operation == 'UPDATE' "
+        f"? {changed(job)} || {changed(zone)} "
         ": (has(object.metadata.ownerReferences) && "
         "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)) || "
-        f"{new_label})",
+        f"(has(object.metadata.labels) && ('{job}' in object.metadata.labels || "
+        f"'{zone}' in object.metadata.labels))",
         "not-a-mirror-pod": "!has(object.metadata.annotations) || "
         "!('kubernetes.io/config.mirror' in object.metadata.annotations)",
     }
@@ -331,6 +338,7 @@ def test_cluster_roles_grant_exactly_what_podium_needs() -> None:
         ("batch.volcano.sh", "jobs"): READ,
         ("ray.io", "rayclusters"): READ,
         ("cilium.io", "ciliumclusterwidenetworkpolicies"): READ,
+        ("apiextensions.k8s.io", "customresourcedefinitions"): READ,  # Cilium's CNP CRD only
         ("", "configmaps"): WRITE,
         ("cilium.io", "ciliumnetworkpolicies"): WRITE,
         ("networking.k8s.io", "networkpolicies"): WRITE,
@@ -352,6 +360,14 @@ def test_the_cluster_roles_cover_everything_the_watch_cache_watches() -> None:
     granted = grants("ClusterRole")
     for resource in cache.WATCHED:
         assert granted.get((resource.group, resource.plural), set()) >= READ, resource.name
+
+
+def test_the_crd_podium_reads_is_named_and_so_is_its_watch() -> None:
+    """resourceNames authorizes a list or watch only with a matching metadata.name selector."""
+    (rule,) = [r for r in rules("ClusterRole") if "customresourcedefinitions" in r["resources"]]
+    assert rule["resourceNames"] == ["ciliumnetworkpolicies.cilium.io"]
+    assert cache.CILIUM_CRD.field_selector == "metadata.name=ciliumnetworkpolicies.cilium.io"
+    assert all(r.field_selector is None for r in cache.WATCHED if r is not cache.CILIUM_CRD)
 
 
 @pytest.mark.parametrize("kind", ["ClusterRole", "Role"])

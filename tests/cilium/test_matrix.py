@@ -1,22 +1,20 @@
 """The verdict matrix, asserted against Cilium's own engine, and issue 13's properties.
 
 Every row: a cluster policy set (tests/cilium/policies/) × a placement of the job × podium's
-policy (none, or what podium's engine asks for in ``cilium`` / ``kubernetes`` mode) → one compact
-cell per class of flows (see matrix.py for the notation: ``allow``, ``deny`` = default deny,
-``DENY`` = an explicit deny rule; ⚠ = podium's policy widens the cluster's boundary, ▼ = it
-narrows it).
+policies (what podium's engine and reconciler write in that mode) → one compact cell per class
+of flows (see matrix.py for the notation: ``allow``, ``deny`` = default deny, ``DENY`` = an
+explicit deny rule; ⚠ = podium's policy widens the cluster's boundary, ▼ = it narrows it).
 
 The properties (matrix.py): **additive** (cilium mode leaves every flow that is not between two of
 the job's pods as it was), **never widens** (no flow denied without podium is allowed with it,
 unless between two of the job's pods in one zone), **sufficient** (the job's pods in one zone reach
 each other unless an explicit deny forbids it), and what an **old Cilium** (v1.15, no
-``enableDefaultDeny``) does with podium's policy.
+``enableDefaultDeny``) does: podium writes no CiliumNetworkPolicy there, so nothing changes.
 
-Today podium's policy is job-wide: when a job ends up split across zones (``split-unpinned``), it
-opens cross-zone traffic between the job's pods that a cluster denies — "never widens" fails
-there, and those cases are marked ``xfail(strict=True)``. Phase 2 of issue 13 scopes the policy to
-job and zone; the demonstration in zone_scoped.py shows that form keeps the property. When the
-builder changes, the expected rows below for ``split-unpinned`` and the xfail marks change with it.
+podium's policies are scoped to job and zone (the default): a job that ends up split across zones
+(``split-unpinned``) keeps the cluster's verdict on its cross-zone traffic. ``policy-scope: job``
+(``cilium-job-scope``) is the documented trade-off: one job-wide policy, which opens exactly that
+cross-zone traffic where the cluster denies it (``JOB_SCOPE_WIDENS``).
 """
 
 from __future__ import annotations
@@ -27,13 +25,18 @@ from typing import Any
 import pytest
 
 from tests.cilium import world
-from tests.cilium.matrix import Matrix, additive_violations, cells, insufficiencies, widenings
+from tests.cilium.matrix import (
+    MODES,
+    Matrix,
+    additive_violations,
+    cells,
+    insufficiencies,
+    widenings,
+)
 from tests.cilium.oracle import Flow, Oracle
-from tests.cilium.world import CLASSES, Mode, Placement, PolicySet
+from tests.cilium.world import CLASSES, Line, Mode, Placement, PolicySet
 
 pytestmark = pytest.mark.e2e
-
-REAL_MODES = (Mode.NONE, Mode.CILIUM, Mode.KUBERNETES)
 
 #: Placement → one line per (policy set, podium mode): the cells of CLASSES, in order.
 EXPECTED = {
@@ -41,115 +44,151 @@ EXPECTED = {
         none | none | allow | n/a | allow | allow | allow | allow
         none | cilium | allow | n/a | allow | allow | allow | allow
         none | kubernetes | allow | n/a | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        none | cilium-job-scope | allow | n/a | allow | allow | allow | allow
         ns-default-deny-cnp | none | deny | n/a | deny | deny | deny | deny
         ns-default-deny-cnp | cilium | allow | n/a | deny | deny | deny | deny
         ns-default-deny-cnp | kubernetes | allow | n/a | deny | deny | deny | deny
+        ns-default-deny-cnp | cilium-job-scope | allow | n/a | deny | deny | deny | deny
         ns-default-deny-netpol | none | deny | n/a | deny | deny | deny | deny
         ns-default-deny-netpol | cilium | allow | n/a | deny | deny | deny | deny
         ns-default-deny-netpol | kubernetes | allow | n/a | deny | deny | deny | deny
+        ns-default-deny-netpol | cilium-job-scope | allow | n/a | deny | deny | deny | deny
         zone-allowlist | none | allow | n/a | allow | allow | allow | allow
         zone-allowlist | cilium | allow | n/a | allow | allow | allow | allow
         zone-allowlist | kubernetes | allow | n/a | allow | allow | allow | allow
+        zone-allowlist | cilium-job-scope | allow | n/a | allow | allow | allow | allow
         zone-allowlist-topology | none | allow | n/a | allow | allow | allow | allow
         zone-allowlist-topology | cilium | allow | n/a | allow | allow | allow | allow
         zone-allowlist-topology | kubernetes | allow | n/a | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-allowlist-topology | cilium-job-scope | allow | n/a | allow | allow | allow | allow
         zone-allowlist-topology+labels | none | allow | n/a | allow | allow | allow | allow
         zone-allowlist-topology+labels | cilium | allow | n/a | allow | allow | allow | allow
         zone-allowlist-topology+labels | kubernetes | allow | n/a | allow | allow | allow | allow
+        zone-allowlist-topology+labels | cilium-job-scope | allow | n/a | allow | allow | allow | allow
         ns-default-deny-cnp+zone-labels-only | none | deny | n/a | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | cilium | deny | n/a | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | kubernetes | deny | n/a | deny | deny | deny | deny
+        ns-default-deny-cnp+zone-labels-only | cilium-job-scope | deny | n/a | deny | deny | deny | deny
         zone-deny | none | deny | n/a | deny | deny | deny | deny
         zone-deny | cilium | allow | n/a | deny | deny | deny | deny
         zone-deny | kubernetes | allow | n/a | deny | deny | deny | deny
+        zone-deny | cilium-job-scope | allow | n/a | deny | deny | deny | deny
         zone-deny-additive | none | allow | n/a | allow | allow | allow | allow
         zone-deny-additive | cilium | allow | n/a | allow | allow | allow | allow
         zone-deny-additive | kubernetes | allow | n/a | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-deny-additive | cilium-job-scope | allow | n/a | allow | allow | allow | allow
         port-range-deny | none | allow; DENY 30000 | n/a | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         port-range-deny | cilium | allow; DENY 30000 | n/a | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         port-range-deny | kubernetes | allow; DENY 30000 | n/a | deny; DENY 30000 ▼ | deny; DENY 30000 ▼ | deny ▼ | deny; DENY 30000 ▼
+        port-range-deny | cilium-job-scope | allow; DENY 30000 | n/a | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         cluster-default-deny-dns | none | deny | n/a | deny | deny | allow; deny TCP | deny
         cluster-default-deny-dns | cilium | allow | n/a | deny | deny | allow; deny TCP | deny
         cluster-default-deny-dns | kubernetes | allow | n/a | deny | deny | allow; deny TCP | deny
+        cluster-default-deny-dns | cilium-job-scope | allow | n/a | deny | deny | allow; deny TCP | deny
         zone-nodes | none | allow | n/a | allow | allow | allow | allow
         zone-nodes | cilium | allow | n/a | allow | allow | allow | allow
         zone-nodes | kubernetes | allow | n/a | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-nodes | cilium-job-scope | allow | n/a | allow | allow | allow | allow
     """,  # noqa: E501
     Placement.SPLIT_UNPINNED: """
         none | none | allow | allow | allow | allow | allow | allow
         none | cilium | allow | allow | allow | allow | allow | allow
-        none | kubernetes | allow | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        none | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        none | cilium-job-scope | allow | allow | allow | allow | allow | allow
         ns-default-deny-cnp | none | deny | deny | deny | deny | deny | deny
-        ns-default-deny-cnp | cilium | allow | allow ⚠ | deny | deny | deny | deny
-        ns-default-deny-cnp | kubernetes | allow | allow ⚠ | deny | deny | deny | deny
+        ns-default-deny-cnp | cilium | allow | deny | deny | deny | deny | deny
+        ns-default-deny-cnp | kubernetes | allow | deny | deny | deny | deny | deny
+        ns-default-deny-cnp | cilium-job-scope | allow | allow ⚠ | deny | deny | deny | deny
         ns-default-deny-netpol | none | deny | deny | deny | deny | deny | deny
-        ns-default-deny-netpol | cilium | allow | allow ⚠ | deny | deny | deny | deny
-        ns-default-deny-netpol | kubernetes | allow | allow ⚠ | deny | deny | deny | deny
-        zone-allowlist | none | allow | deny | allow | allow | allow | allow
-        zone-allowlist | cilium | allow | allow ⚠ | allow | allow | allow | allow
-        zone-allowlist | kubernetes | allow | allow ⚠ | allow | allow | allow | allow
+        ns-default-deny-netpol | cilium | allow | deny | deny | deny | deny | deny
+        ns-default-deny-netpol | kubernetes | allow | deny | deny | deny | deny | deny
+        ns-default-deny-netpol | cilium-job-scope | allow | allow ⚠ | deny | deny | deny | deny
+        zone-allowlist | none | allow | allow | deny | deny | allow | deny
+        zone-allowlist | cilium | allow | deny | allow | allow | allow | allow
+        zone-allowlist | kubernetes | allow | deny | allow | allow | allow | allow
+        zone-allowlist | cilium-job-scope | allow | allow | deny | deny | allow | deny
         zone-allowlist-topology | none | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology | cilium | allow | allow | allow | allow | allow | allow
-        zone-allowlist-topology | kubernetes | allow | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-allowlist-topology | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-allowlist-topology | cilium-job-scope | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology+labels | none | allow | deny | allow | allow | allow | allow
-        zone-allowlist-topology+labels | cilium | allow | allow ⚠ | allow | allow | allow | allow
-        zone-allowlist-topology+labels | kubernetes | allow | allow ⚠ | allow | allow | allow | allow
+        zone-allowlist-topology+labels | cilium | allow | deny | allow | allow | allow | allow
+        zone-allowlist-topology+labels | kubernetes | allow | deny | allow | allow | allow | allow
+        zone-allowlist-topology+labels | cilium-job-scope | allow | allow ⚠ | allow | allow | allow | allow
         ns-default-deny-cnp+zone-labels-only | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | cilium | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | kubernetes | deny | deny | deny | deny | deny | deny
-        zone-deny | none | deny | DENY | deny | deny | deny | deny
+        ns-default-deny-cnp+zone-labels-only | cilium-job-scope | deny | deny | deny | deny | deny | deny
+        zone-deny | none | allow | allow | deny | deny | deny | deny
         zone-deny | cilium | allow | DENY | deny | deny | deny | deny
         zone-deny | kubernetes | allow | DENY | deny | deny | deny | deny
-        zone-deny-additive | none | allow | DENY | allow | allow | allow | allow
+        zone-deny | cilium-job-scope | allow | allow | deny | deny | deny | deny
+        zone-deny-additive | none | allow | allow | allow | allow | allow | allow
         zone-deny-additive | cilium | allow | DENY | allow | allow | allow | allow
         zone-deny-additive | kubernetes | allow | DENY | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-deny-additive | cilium-job-scope | allow | allow | allow | allow | allow | allow
         port-range-deny | none | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         port-range-deny | cilium | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
-        port-range-deny | kubernetes | allow; DENY 30000 | allow; DENY 30000 | deny; DENY 30000 ▼ | deny; DENY 30000 ▼ | deny ▼ | deny; DENY 30000 ▼
+        port-range-deny | kubernetes | allow; DENY 30000 | deny; DENY 30000 ▼ | deny; DENY 30000 ▼ | deny; DENY 30000 ▼ | deny ▼ | deny; DENY 30000 ▼
+        port-range-deny | cilium-job-scope | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         cluster-default-deny-dns | none | deny | deny | deny | deny | allow; deny TCP | deny
-        cluster-default-deny-dns | cilium | allow | allow ⚠ | deny | deny | allow; deny TCP | deny
-        cluster-default-deny-dns | kubernetes | allow | allow ⚠ | deny | deny | allow; deny TCP | deny
+        cluster-default-deny-dns | cilium | allow | deny | deny | deny | allow; deny TCP | deny
+        cluster-default-deny-dns | kubernetes | allow | deny | deny | deny | allow; deny TCP | deny
+        cluster-default-deny-dns | cilium-job-scope | allow | allow ⚠ | deny | deny | allow; deny TCP | deny
         zone-nodes | none | allow | allow | allow | allow | allow | allow
         zone-nodes | cilium | allow | allow | allow | allow | allow | allow
-        zone-nodes | kubernetes | allow | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-nodes | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-nodes | cilium-job-scope | allow | allow | allow | allow | allow | allow
     """,  # noqa: E501
     Placement.SPLIT_FAIL_OPEN: """
         none | none | allow | allow | allow | allow | allow | allow
         none | cilium | allow | allow | allow | allow | allow | allow
         none | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        none | cilium-job-scope | allow | allow | allow | allow | allow | allow
         ns-default-deny-cnp | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp | cilium | allow | deny | deny | deny | deny | deny
         ns-default-deny-cnp | kubernetes | allow | deny | deny | deny | deny | deny
+        ns-default-deny-cnp | cilium-job-scope | allow | deny | deny | deny | deny | deny
         ns-default-deny-netpol | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-netpol | cilium | allow | deny | deny | deny | deny | deny
         ns-default-deny-netpol | kubernetes | allow | deny | deny | deny | deny | deny
+        ns-default-deny-netpol | cilium-job-scope | allow | deny | deny | deny | deny | deny
         zone-allowlist | none | allow | deny | allow | allow | allow | allow
         zone-allowlist | cilium | allow | deny | allow | allow | allow | allow
         zone-allowlist | kubernetes | allow | deny | allow | allow | allow | allow
+        zone-allowlist | cilium-job-scope | allow | deny | allow | allow | allow | allow
         zone-allowlist-topology | none | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology | cilium | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-allowlist-topology | cilium-job-scope | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology+labels | none | allow | deny | allow | allow | allow | allow
         zone-allowlist-topology+labels | cilium | allow | deny | allow | allow | allow | allow
         zone-allowlist-topology+labels | kubernetes | allow | deny | allow | allow | allow | allow
+        zone-allowlist-topology+labels | cilium-job-scope | allow | deny | allow | allow | allow | allow
         ns-default-deny-cnp+zone-labels-only | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | cilium | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | kubernetes | deny | deny | deny | deny | deny | deny
+        ns-default-deny-cnp+zone-labels-only | cilium-job-scope | deny | deny | deny | deny | deny | deny
         zone-deny | none | deny | DENY | deny | deny | deny | deny
         zone-deny | cilium | allow | DENY | deny | deny | deny | deny
         zone-deny | kubernetes | allow | DENY | deny | deny | deny | deny
+        zone-deny | cilium-job-scope | allow | DENY | deny | deny | deny | deny
         zone-deny-additive | none | allow | DENY | allow | allow | allow | allow
         zone-deny-additive | cilium | allow | DENY | allow | allow | allow | allow
         zone-deny-additive | kubernetes | allow | DENY | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-deny-additive | cilium-job-scope | allow | DENY | allow | allow | allow | allow
         port-range-deny | none | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         port-range-deny | cilium | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         port-range-deny | kubernetes | allow; DENY 30000 | deny; DENY 30000 ▼ | deny; DENY 30000 ▼ | deny; DENY 30000 ▼ | deny ▼ | deny; DENY 30000 ▼
+        port-range-deny | cilium-job-scope | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow; DENY 30000 | allow | allow; DENY 30000
         cluster-default-deny-dns | none | deny | deny | deny | deny | allow; deny TCP | deny
         cluster-default-deny-dns | cilium | allow | deny | deny | deny | allow; deny TCP | deny
         cluster-default-deny-dns | kubernetes | allow | deny | deny | deny | allow; deny TCP | deny
+        cluster-default-deny-dns | cilium-job-scope | allow | deny | deny | deny | allow; deny TCP | deny
         zone-nodes | none | allow | allow | allow | allow | allow | allow
         zone-nodes | cilium | allow | allow | allow | allow | allow | allow
         zone-nodes | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
+        zone-nodes | cilium-job-scope | allow | allow | allow | allow | allow | allow
     """,  # noqa: E501
 }
 
@@ -165,7 +204,7 @@ def expected_rows() -> list[tuple[Placement, str, str, list[str]]]:
 
 def test_the_expected_table_covers_every_row() -> None:
     rows = {(p, s, m) for p, s, m, _ in expected_rows()}
-    assert rows == {(p, s.name, str(m)) for p in Placement for s in world.SETS for m in REAL_MODES}
+    assert rows == {(p, s.name, str(m)) for p in Placement for s in world.SETS for m in MODES}
     assert all(len(cells) == len(CLASSES) for *_, cells in expected_rows())
 
 
@@ -182,9 +221,30 @@ def test_matrix_row(
 
 
 @pytest.mark.parametrize("placement", list(Placement))
-@pytest.mark.parametrize("mode", [Mode.CILIUM, Mode.KUBERNETES])
-def test_the_policy_under_test_is_the_builders(placement: Placement, mode: Mode) -> None:
+@pytest.mark.parametrize("mode", [Mode.CILIUM, Mode.KUBERNETES, Mode.CILIUM_JOB_SCOPE])
+def test_the_policies_under_test_are_the_builders(placement: Placement, mode: Mode) -> None:
     world.check_builder(placement, mode)
+
+
+def test_a_split_job_gets_one_policy_per_zone_from_the_reconciler() -> None:
+    """Unpinned, the job's zone is unknown at admission: no policy then; once the pods are bound
+    the reconciler labels them with their node's zone and creates each zone's policy."""
+    admitted = world.admit(Placement.SPLIT_UNPINNED, Mode.CILIUM)
+    assert admitted.record_zone is None
+    assert [
+        p["spec"]["endpointSelector"]["matchLabels"][world.PODIUM_ZONE] for p in admitted.policies
+    ] == [
+        "zone-a",
+        "zone-b",
+    ]
+    assert admitted.reconciled == (
+        (
+            *[("label", "zone-known", "Pod")] * 3,
+            *[("create", "missing-policy", "CiliumNetworkPolicy")] * 2,
+        ),
+    )
+    pinned = world.admit(Placement.CO_LOCATED, Mode.CILIUM)
+    assert (pinned.reconciled, len(pinned.policies)) == ((), 1)  # admission did it all
 
 
 # -- the properties --------------------------------------------------------------------------
@@ -192,58 +252,40 @@ def test_the_policy_under_test_is_the_builders(placement: Placement, mode: Mode)
 #: Sets where podium can work at all: its label is identity-relevant.
 WELL_CONFIGURED = [s for s in world.SETS if not s.misconfigured]
 
-#: What today's job-wide policy widens: a job split across zones gets cross-zone traffic that the
-#: cluster denies by default (namespace or cluster default deny) or by allow-listing its zones.
-#: Deny-based isolation is not widened (a deny wins), nor is a cluster that allows the traffic.
-WIDENED_TODAY = {
-    (set_name, Placement.SPLIT_UNPINNED, mode)
+#: What ``policy-scope: job`` widens (the trade-off that setting documents): a job split across
+#: zones gets cross-zone traffic that the cluster denies by default (namespace or cluster default
+#: deny) or by allow-listing its zones on a label its pods carry (the topology label; podium's
+#: zone label is on no pod of an unpinned job in job scope). Deny-based isolation is not widened
+#: (a deny wins), nor is a cluster that allows the traffic.
+JOB_SCOPE_WIDENS = {
+    (set_name, Placement.SPLIT_UNPINNED)
     for set_name in (
         "ns-default-deny-cnp",
         "ns-default-deny-netpol",
-        "zone-allowlist",
         "zone-allowlist-topology+labels",
         "cluster-default-deny-dns",
     )
-    for mode in (Mode.CILIUM, Mode.KUBERNETES)
 }
-WIDENING = (
-    "issue 13: podium's policy is job-wide, so a job split across zones (noFit: unpinned) gets "
-    "cross-zone traffic between its pods that the cluster denies (for allow-list zone isolation: "
-    "a hole in the admin's zone boundary); phase 2 scopes the policy to job and zone"
-)
 
 
-def cases(modes: list[Mode], sets: list[PolicySet], *, xfail: set[Any] = frozenset()) -> list[Any]:
-    out = []
-    for policy_set in sets:
-        for placement in Placement:
-            for mode in modes:
-                marks = (
-                    [pytest.mark.xfail(strict=True, reason=WIDENING)]
-                    if (policy_set.name, placement, mode) in xfail
-                    else []
-                )
-                out.append(
-                    pytest.param(
-                        policy_set,
-                        placement,
-                        mode,
-                        marks=marks,
-                        id=f"{policy_set.name}-{placement}-{mode}",
-                    )
-                )
-    return out
+def cases(modes: list[Mode], sets: list[PolicySet]) -> list[Any]:
+    return [
+        pytest.param(s, p, m, id=f"{s.name}-{p}-{m}")
+        for s in sets
+        for p in Placement
+        for m in modes
+    ]
 
 
 def base_and_got(
     m: Matrix, policy_set: PolicySet, placement: Placement, mode: Mode
 ) -> tuple[dict[Flow, Any], dict[Flow, Any]]:
-    return m.verdicts(policy_set, placement, Mode.NONE), m.verdicts(policy_set, placement, mode)
+    return m.baseline(policy_set, placement, mode), m.verdicts(policy_set, placement, mode)
 
 
 @pytest.mark.parametrize(
     ("policy_set", "placement", "mode"),
-    cases([Mode.CILIUM, Mode.CILIUM_ZONE_SCOPED], list(world.SETS)),
+    cases([Mode.CILIUM, Mode.CILIUM_JOB_SCOPE], list(world.SETS)),
 )
 def test_additive(matrix: Matrix, policy_set: PolicySet, placement: Placement, mode: Mode) -> None:
     """podium's Cilium policy changes no verdict but those between the job's own pods."""
@@ -252,23 +294,19 @@ def test_additive(matrix: Matrix, policy_set: PolicySet, placement: Placement, m
 
 @pytest.mark.parametrize(
     ("policy_set", "placement", "mode"),
-    cases(
-        [Mode.CILIUM, Mode.KUBERNETES, Mode.CILIUM_ZONE_SCOPED],
-        list(world.SETS),
-        xfail=WIDENED_TODAY,
-    ),
+    cases([Mode.CILIUM, Mode.KUBERNETES], list(world.SETS)),
 )
 def test_never_widens(
     matrix: Matrix, policy_set: PolicySet, placement: Placement, mode: Mode
 ) -> None:
-    """No flow the cluster denies is allowed with podium's policy, unless it is between two of
-    the job's pods in one zone."""
+    """No flow the cluster denies is allowed with podium's policies, unless it is between two of
+    the job's pods in one zone — in every set, placement and policy mode, split jobs included."""
     assert widenings(*base_and_got(matrix, policy_set, placement, mode), placement) == []
 
 
 @pytest.mark.parametrize(
     ("policy_set", "placement", "mode"),
-    cases([Mode.CILIUM, Mode.KUBERNETES, Mode.CILIUM_ZONE_SCOPED], WELL_CONFIGURED),
+    cases([Mode.CILIUM, Mode.KUBERNETES, Mode.CILIUM_JOB_SCOPE], WELL_CONFIGURED),
 )
 def test_sufficient(
     matrix: Matrix, policy_set: PolicySet, placement: Placement, mode: Mode
@@ -277,23 +315,31 @@ def test_sufficient(
     assert insufficiencies(*base_and_got(matrix, policy_set, placement, mode), placement) == []
 
 
-def test_the_widening_is_cross_zone_job_traffic_only(matrix: Matrix) -> None:
-    """What the xfail cases widen: exactly the job's cross-zone flows, every port."""
-    for set_name, placement, mode in sorted(WIDENED_TODAY):
-        base, got = base_and_got(matrix, world.SET_BY_NAME[set_name], placement, mode)
-        assert widenings(base, got, placement) == sorted(world.flows(placement)[CLASSES[1]])
+@pytest.mark.parametrize(
+    ("policy_set", "placement"),
+    [pytest.param(s, p, id=f"{s.name}-{p}") for s in world.SETS for p in Placement],
+)
+def test_job_scope_widens_exactly_the_cross_zone_traffic_of_a_split_job(
+    matrix: Matrix, policy_set: PolicySet, placement: Placement
+) -> None:
+    """The trade-off ``policy-scope: job`` documents: every port of the job's cross-zone
+    traffic, where the cluster denies it, and nothing else."""
+    base, got = base_and_got(matrix, policy_set, placement, Mode.CILIUM_JOB_SCOPE)
+    widened = widenings(base, got, placement)
+    if (policy_set.name, placement) in JOB_SCOPE_WIDENS:
+        assert widened == sorted(world.flows(placement)[CLASSES[1]])
+    else:
+        assert widened == []
 
 
-def test_the_zone_scoped_form_closes_exactly_that_hole(matrix: Matrix) -> None:
-    """DEMONSTRATION (zone_scoped.py, not podium's builder yet): scoped to job and zone, the
-    policy leaves the cross-zone flows as the cluster decides, and still lets the job's pods in
-    one zone talk."""
-    for set_name, placement, _ in sorted(WIDENED_TODAY):
+def test_zone_scope_closes_exactly_that_hole(matrix: Matrix) -> None:
+    """Scoped to job and zone, the policies leave the cross-zone flows as the cluster decides,
+    and still let the job's pods in one zone talk."""
+    for set_name, placement in sorted(JOB_SCOPE_WIDENS):
         policy_set = world.SET_BY_NAME[set_name]
-        base = matrix.verdicts(policy_set, placement, Mode.NONE)
-        scoped = matrix.verdicts(policy_set, placement, Mode.CILIUM_ZONE_SCOPED)
+        base, scoped = base_and_got(matrix, policy_set, placement, Mode.CILIUM)
         for flow in world.flows(placement)[CLASSES[1]]:
-            assert scoped[flow].outcome == base[flow].outcome
+            assert scoped[flow].outcome == base[flow].outcome == "deny"
         for flow in world.flows(placement)[CLASSES[0]]:
             assert scoped[flow].allowed
 
@@ -302,7 +348,7 @@ def test_a_label_whitelist_without_podium_job_makes_the_policy_a_silent_no_op(
     matrix: Matrix,
 ) -> None:
     """cilium-config `labels` with an include (here only the zone key) drops podium.dev/job from
-    identities: podium's policy then selects nothing, and nothing says so."""
+    identities: podium's policy then selects nothing, and nothing says so (but podium doctor)."""
     policy_set = world.SET_BY_NAME["ns-default-deny-cnp+zone-labels-only"]
     placement = Placement.CO_LOCATED
     result = matrix.result(policy_set, placement, Mode.CILIUM)
@@ -318,24 +364,31 @@ def test_a_label_whitelist_without_podium_job_makes_the_policy_a_silent_no_op(
 def test_kubernetes_mode_isolates_the_job_by_design(matrix: Matrix) -> None:
     """A NetworkPolicy is default deny for its policy types: in kubernetes mode the job's pods
     reach only each other (not additive, as settings.PolicyMode.KUBERNETES documents) — unless
-    another policy that selects them allows more."""
+    another policy that selects them allows more — and, scoped to zones, only those in their
+    own zone."""
     none = world.SET_BY_NAME["none"]
     placement = Placement.CO_LOCATED
     base, got = base_and_got(matrix, none, placement, Mode.KUBERNETES)
     assert additive_violations(base, got, placement) == sorted(
         f for c in CLASSES[2:] for f in world.flows(placement)[c]
     )
+    split = Placement.SPLIT_UNPINNED
+    got = matrix.verdicts(none, split, Mode.KUBERNETES)
+    assert {got[f].outcome for f in world.flows(split)[CLASSES[1]]} == {"deny"}
 
 
 # -- the property checks catch a wrong policy ------------------------------------------------
 
 
-def wrong(oracle: Oracle, policy_set: PolicySet, placement: Placement, change: Any) -> Any:
-    """Verdicts with podium's real Cilium policy changed by ``change`` (a deliberate mistake)."""
-    policy = copy.deepcopy(world.podium_policies(placement, Mode.CILIUM)[0])
-    change(policy["spec"])
+def wrong(
+    oracle: Oracle, policy_set: PolicySet, placement: Placement, change: Any
+) -> dict[Flow, Any]:
+    """Verdicts with podium's real Cilium policies changed by ``change`` (a deliberate mistake)."""
+    broken = copy.deepcopy(world.podium_policies(placement, Mode.CILIUM))
+    for policy in broken:
+        change(policy["spec"])
     return oracle.run(
-        [*policy_set.policies(), policy],
+        [*policy_set.policies(), *broken],
         world.pods(placement),
         world.all_flows(placement),
         label_prefixes=policy_set.label_prefixes,
@@ -347,7 +400,7 @@ def test_additive_catches_a_policy_that_leaves_default_deny_on(
 ) -> None:
     none, placement = world.SET_BY_NAME["none"], Placement.CO_LOCATED
     got = wrong(oracle, none, placement, lambda spec: spec.pop("enableDefaultDeny"))
-    broken = additive_violations(matrix.verdicts(none, placement, Mode.NONE), got, placement)
+    broken = additive_violations(matrix.baseline(none, placement, Mode.CILIUM), got, placement)
     assert {world.class_of(placement, f) for f in broken} == set(CLASSES[2:])
 
 
@@ -359,10 +412,29 @@ def test_never_widens_catches_a_policy_that_lets_the_cluster_in(
 
     policy_set, placement = world.SET_BY_NAME["ns-default-deny-cnp"], Placement.CO_LOCATED
     got = wrong(oracle, policy_set, placement, from_cluster)
-    base = matrix.verdicts(policy_set, placement, Mode.NONE)
+    base = matrix.baseline(policy_set, placement, Mode.CILIUM)
     assert {world.class_of(placement, f) for f in widenings(base, got, placement)} == {
         "monitoring→job"
     }
+
+
+def test_never_widens_catches_peers_that_forget_the_zone(oracle: Oracle, matrix: Matrix) -> None:
+    """A zone-scoped policy whose peers select the whole job again (selector still scoped): the
+    job's pods in each zone accept — and send — traffic from and to the other zone."""
+
+    def job_wide_peers(spec: dict[str, Any]) -> None:
+        peers = {
+            "matchLabels": {
+                world.labels.JOB: spec["endpointSelector"]["matchLabels"][world.labels.JOB]
+            }
+        }
+        spec["ingress"] = [{"fromEndpoints": [peers]}]
+        spec["egress"] = [{"toEndpoints": [peers]}]
+
+    policy_set, placement = world.SET_BY_NAME["zone-allowlist"], Placement.SPLIT_UNPINNED
+    got = wrong(oracle, policy_set, placement, job_wide_peers)
+    base = matrix.baseline(policy_set, placement, Mode.CILIUM)
+    assert widenings(base, got, placement) == sorted(world.flows(placement)[CLASSES[1]])
 
 
 def test_sufficient_catches_a_policy_limited_to_one_port(oracle: Oracle, matrix: Matrix) -> None:
@@ -373,7 +445,7 @@ def test_sufficient_catches_a_policy_limited_to_one_port(oracle: Oracle, matrix:
 
     policy_set, placement = world.SET_BY_NAME["ns-default-deny-cnp"], Placement.CO_LOCATED
     got = wrong(oracle, policy_set, placement, one_port)
-    base = matrix.verdicts(policy_set, placement, Mode.NONE)
+    base = matrix.baseline(policy_set, placement, Mode.CILIUM)
     assert insufficiencies(base, got, placement) == sorted(
         f for f in world.flows(placement)[CLASSES[0]] if (f.proto, f.port) != ("TCP", 29500)
     )
@@ -382,21 +454,44 @@ def test_sufficient_catches_a_policy_limited_to_one_port(oracle: Oracle, matrix:
 # -- old Cilium ------------------------------------------------------------------------------
 
 
-def test_old_cilium_prunes_enable_default_deny_from_podiums_policy(old_matrix: Matrix) -> None:
-    result = old_matrix.result(world.SET_BY_NAME["none"], Placement.CO_LOCATED, Mode.CILIUM)
+def test_on_old_cilium_podium_writes_no_cilium_policy(old_matrix: Matrix) -> None:
+    """The engine sees Cilium 1.15's CRD: no enableDefaultDeny, so no CiliumNetworkPolicy (and a
+    warning on every pod); the kubernetes mode does not depend on it."""
+    for placement in Placement:
+        assert world.podium_policies(placement, Mode.CILIUM, Line.OLD) == []
+        assert world.podium_policies(placement, Mode.KUBERNETES, Line.OLD) != []
+    assert not world.policies.knows_default_deny(world.cilium_crd(Line.OLD))
+    assert world.policies.knows_default_deny(world.cilium_crd(Line.CURRENT))
+
+
+@pytest.mark.parametrize("placement", list(Placement))
+def test_old_cilium_additive(old_matrix: Matrix, placement: Placement) -> None:
+    """On Cilium v1.15, podium writes no policy that changes a flow outside the job."""
+    none = world.SET_BY_NAME["none"]
+    base, got = base_and_got(old_matrix, none, placement, Mode.CILIUM)
+    assert additive_violations(base, got, placement) == []
+
+
+def test_old_cilium_prunes_enable_default_deny_from_a_policy_written_anyway(
+    old_matrix: Matrix,
+) -> None:
+    result = old_matrix.result(
+        world.SET_BY_NAME["none"], Placement.CO_LOCATED, Mode.CILIUM_CREATE_POLICY
+    )
     assert result.cilium.startswith("v1.15.")
-    name = world.podium_policies(Placement.CO_LOCATED, Mode.CILIUM)[0]["metadata"]["name"]
+    (policy,) = world.podium_policies(Placement.CO_LOCATED, Mode.CILIUM_CREATE_POLICY, Line.OLD)
+    name = policy["metadata"]["name"]
     assert result.pruned == (
         f'CiliumNetworkPolicy team-a/{name}: unknown field "spec.enableDefaultDeny"',
     )
 
 
-def test_on_old_cilium_podiums_policy_puts_the_job_into_default_deny(old_matrix: Matrix) -> None:
-    """Without enableDefaultDeny, podium's allow rules put the job's pods into default deny both
-    ways: other pods, DNS and monitoring are cut off. What issue 13 (phase 2, item 5) guards
-    against by not writing the policy when the installed CRD lacks the field."""
-    placement = Placement.CO_LOCATED
-    got = old_matrix.verdicts(world.SET_BY_NAME["none"], placement, Mode.CILIUM)
+def test_old_cilium_additive_fails_for_a_policy_written_anyway(old_matrix: Matrix) -> None:
+    """What the guard prevents (and what ``old-cilium: create-policy`` accepts): without
+    enableDefaultDeny, podium's allow rules put the job's pods into default deny both ways —
+    other pods, DNS and monitoring are cut off. The additive property catches it."""
+    placement, none = Placement.CO_LOCATED, world.SET_BY_NAME["none"]
+    base, got = base_and_got(old_matrix, none, placement, Mode.CILIUM_CREATE_POLICY)
     by_class = {c: {got[f].outcome for f in fs} for c, fs in world.flows(placement).items()}
     assert by_class == {
         CLASSES[0]: {"allow"},
@@ -406,19 +501,9 @@ def test_on_old_cilium_podiums_policy_puts_the_job_into_default_deny(old_matrix:
         CLASSES[4]: {"deny"},
         CLASSES[5]: {"deny"},
     }
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13 phase 2 item 5: podium still writes its CiliumNetworkPolicy when the "
-    "installed CRD has no enableDefaultDeny (Cilium < 1.16), and there it is not additive",
-)
-@pytest.mark.parametrize("placement", list(Placement))
-def test_old_cilium_additive(old_matrix: Matrix, placement: Placement) -> None:
-    """On Cilium v1.15, podium writes no policy that changes a flow outside the job."""
-    none = world.SET_BY_NAME["none"]
-    base, got = base_and_got(old_matrix, none, placement, Mode.CILIUM)
-    assert additive_violations(base, got, placement) == []
+    assert {world.class_of(placement, f) for f in additive_violations(base, got, placement)} == set(
+        CLASSES[2:]
+    )
 
 
 def test_old_cilium_reads_a_port_range_as_its_first_port(old_matrix: Matrix) -> None:

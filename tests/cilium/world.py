@@ -12,25 +12,36 @@ Placements (where the job's pods end up):
 
 * ``co-located``: the gang fits zone-a only; podium pins all three there;
 * ``split-unpinned``: no zone has room for the gang and ``noFit: unpinned``: podium labels the
-  pods but pins none; the scheduler puts j3 in zone-b;
+  pods with the job but pins none; the scheduler puts j3 in zone-b;
 * ``split-fail-open``: j1 and j2 pinned to zone-a; podium failed open on j3 (admitted unchanged:
   no podium label at all), which lands in zone-b.
 
-Every pod carries its zone under ``topology.kubernetes.io/zone`` (copied from its node at
-binding, as KEP-4742 does) and under ``podium.dev/zone``, the key the zone-isolation fixtures use
-(podium stamps it on the pods it pins from phase 2 of issue 13 on; the matrix stamps it on every
-pod so that an admin's zone isolation covers all of them).
+After admission the pods are bound and **podium's real reconciler** (``reconciler.plan``) runs
+until it has nothing left to do: it labels the bound pods whose zone podium did not know at
+admission (``split-unpinned``) with their node's zone and creates the policies of the zones the
+job runs in. Every pod carries its zone under ``topology.kubernetes.io/zone`` (copied from its
+node at binding, as KEP-4742 does). ``podium.dev/zone``, the key the zone-isolation fixtures use,
+is podium's on the pods it admitted into the job (the matrix checks it names the zone the pod
+runs in); the matrix stamps it on every other pod (notebook, monitoring, DNS, a fail-open j3) so
+that an admin's zone isolation covers them too.
 
 Policies under test (``Mode``): ``none`` (podium writes no policy: the baseline), ``cilium`` and
-``kubernetes`` (podium's real policy in that mode: the one ``engine.decide`` asks for), and
-``cilium-zone-scoped`` (a demonstration of the target form of issue 13, see zone_scoped.py).
+``kubernetes`` (podium's real policies in that mode, scoped to job and zone: the default),
+``cilium-job-scope`` (``policy-scope: job``: one job-wide policy, the trade-off the setting
+documents) and, on Cilium 1.15 only, ``cilium-create-policy`` (``old-cilium: create-policy``:
+the policy written although the CRD has no ``enableDefaultDeny``). The engine sees the installed
+CiliumNetworkPolicy CRD of the Cilium line under test (``cilium_crd``): on 1.15 it writes no
+CiliumNetworkPolicy unless told to.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
+import os
+import subprocess
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,17 +50,19 @@ from typing import Any
 import yaml
 
 from tests.builders import PodBuilder, namespace, node
-from tests.cilium import zone_scoped
-from tests.cilium.oracle import Flow, Pod
+from tests.cilium.oracle import HERE, Flow, Pod
 from tests.cilium.podium_api import ClusterView, engine, labels, policies, reviews, settings
 from tests.scenarios import NS, pytorch_pod, pytorchjob
+from tests.schemas import CRDS
+from webhook.kube import twins
+from webhook.serve import reconciler
 
 POLICIES = Path(__file__).resolve().parent / "policies"
 ZONES = ("zone-a", "zone-b")
 TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
-#: The pod label phase 2 of issue 13 stamps on pinned pods (today podium writes it as an
-#: annotation only); the zone-isolation fixtures key on it.
-PODIUM_ZONE = "podium.dev/zone"
+#: podium's trusted zone label (issue 13): on the pods it pins, and on the bound pods of a job
+#: whose zone it did not know at admission; the zone-isolation fixtures key on it.
+PODIUM_ZONE = labels.ZONE
 #: A fixed job UID, so that names and labels (and the generated docs) are the same every run.
 JOB_UID = "5f0c6d8e-1c1e-4b8e-9d3a-2a6f1c0b7e11"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -67,10 +80,38 @@ class Placement(enum.StrEnum):
 
 class Mode(enum.StrEnum):
     NONE = "none"
+    #: ``policy-mode: cilium``, scoped to job and zone (the default).
     CILIUM = "cilium"
+    #: ``policy-mode: kubernetes``, scoped to job and zone.
     KUBERNETES = "kubernetes"
-    #: Demonstration only: the zone-scoped form phase 2 will build (zone_scoped.py).
-    CILIUM_ZONE_SCOPED = "cilium-zone-scoped"
+    #: ``policy-mode: cilium`` with ``policy-scope: job``: one policy for the whole job.
+    CILIUM_JOB_SCOPE = "cilium-job-scope"
+    #: ``old-cilium: create-policy``: the policy written where the CRD lacks enableDefaultDeny.
+    CILIUM_CREATE_POLICY = "cilium-create-policy"
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings that make this mode."""
+        return {
+            Mode.NONE: {"policy_mode": settings.PolicyMode.NONE},
+            Mode.CILIUM: {"policy_mode": settings.PolicyMode.CILIUM},
+            Mode.KUBERNETES: {"policy_mode": settings.PolicyMode.KUBERNETES},
+            Mode.CILIUM_JOB_SCOPE: {
+                "policy_mode": settings.PolicyMode.CILIUM,
+                "policy_scope": settings.PolicyScope.JOB,
+            },
+            Mode.CILIUM_CREATE_POLICY: {
+                "policy_mode": settings.PolicyMode.CILIUM,
+                "old_cilium": settings.OldCilium.CREATE_POLICY,
+            },
+        }[self]
+
+
+class Line(enum.StrEnum):
+    """The Cilium line whose CRD podium sees (and whose engine judges)."""
+
+    CURRENT = "oracle"
+    OLD = "oracle115"
 
 
 #: Flow classes, the matrix's columns, in order.
@@ -183,27 +224,32 @@ def _nodes(placement: Placement) -> list[dict[str, Any]]:
     ]
 
 
-def _settings(placement: Placement, mode: settings.PolicyMode) -> settings.Settings:
+def _settings(placement: Placement, mode: Mode) -> settings.Settings:
     no_fit = (
         settings.NoFit.UNPINNED
         if placement is Placement.SPLIT_UNPINNED
         else settings.NoFit.PIN_MOST_FREE
     )
-    return settings.Settings(policy_mode=mode, no_fit=no_fit)
+    return settings.Settings(no_fit=no_fit, **mode.settings)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Admitted:
-    """What podium's engine made of the cluster's pods, in one placement and policy mode."""
+    """What podium made of the cluster's pods, in one placement and mode: its admissions, then
+    its reconciler once the pods are bound."""
 
-    #: name → the pod as created (after podium's patch, or unchanged).
+    #: name → the pod as it runs (after podium's patch, or unchanged; then the reconciler's).
     pods: Mapping[str, dict[str, Any]]
     #: name → the zone the pod runs in.
     zones: Mapping[str, str]
-    #: The policies podium asked for (at most one: a gang has one policy).
+    #: The policies podium wrote for the gang, in name order.
     policies: tuple[dict[str, Any], ...]
     #: The gang podium recognised, for the builder cross-check.
     gang: Any
+    #: The zone the gang's decision record names (None: unpinned).
+    record_zone: str | None
+    #: What the reconciler did, pass by pass: (verb, reason, kind) per action.
+    reconciled: tuple[tuple[tuple[str, str, str], ...], ...] = ()
 
 
 def _source_pods() -> dict[str, dict[str, Any]]:
@@ -228,15 +274,63 @@ NAMESPACES = {
 }
 
 
+def _read_crd(path: Path) -> dict[str, Any]:
+    crd: dict[str, Any] = yaml.safe_load(path.read_text())
+    return policies.slim_crd(crd)
+
+
 @functools.cache
-def admit(placement: Placement, mode: settings.PolicyMode) -> Admitted:
-    """Admit the cluster's pods with podium's engine, in order, as the apiserver would."""
+def cilium_crd(line: Line) -> dict[str, Any]:
+    """The ciliumnetworkpolicies CRD (slim, as podium's watch cache keeps it) of the Cilium
+    version the line's oracle module requires, from the Go module cache its build filled; else
+    the shared fixture (v1.19), with ``enableDefaultDeny`` dropped for the old line."""
+    module = (HERE / line.value / "go.mod").read_text()
+    version = next(
+        w.split()[-1] for w in module.splitlines() if w.strip().startswith("github.com/cilium/")
+    )
+    cache = os.environ.get("GOMODCACHE") or _go_env("GOMODCACHE")
+    path = (
+        Path(cache)
+        / f"github.com/cilium/cilium@{version}"
+        / "pkg/k8s/apis/cilium.io/client/crds/v2/ciliumnetworkpolicies.yaml"
+        if cache
+        else None
+    )
+    if path is not None and path.is_file():
+        return _read_crd(path)
+    crd = _read_crd(CRDS / "cilium.io_ciliumnetworkpolicies.yaml")
+    if line is Line.OLD:
+        for version_ in crd["spec"]["versions"]:
+            version_.pop("schema", None)
+    return crd
+
+
+def _go_env(name: str) -> str:
+    try:
+        out = subprocess.run(["go", "env", name], capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return out.stdout.strip()
+
+
+def _bind(pod: dict[str, Any], zone: str) -> dict[str, Any]:
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = f"{zone[-1]}-0"  # a-0 or b-0: a node of that zone
+    bound.setdefault("status", {})["phase"] = "Running"
+    return bound
+
+
+@functools.cache
+def admit(placement: Placement, mode: Mode, line: Line = Line.CURRENT) -> Admitted:
+    """Admit the cluster's pods with podium's engine, in order, as the apiserver would; bind them
+    where the placement says; then run podium's reconciler until it has nothing left to do."""
     source = _source_pods()
     job = source.pop("_job")
     conf = _settings(placement, mode)
-    objects: list[dict[str, Any]] = [*NAMESPACES.values(), *_nodes(placement), job]
+    crd = cilium_crd(line)
+    objects: list[dict[str, Any]] = [*NAMESPACES.values(), *_nodes(placement), job, crd]
     out: dict[str, dict[str, Any]] = {}
-    asked: list[dict[str, Any]] = []
+    made: list[dict[str, Any]] = []
     gang = None
     for name, pod in source.items():
         if placement is Placement.SPLIT_FAIL_OPEN and name == "j3":
@@ -248,8 +342,7 @@ def admit(placement: Placement, mode: settings.PolicyMode) -> Admitted:
         decision = engine.decide(reviews.from_document(doc), view, conf, now=NOW)
         out[name] = decision.patched if decision.patched is not None else pod
         objects.extend(decision.effects)  # the record and policy now exist for later pods
-        if decision.policy is not None:
-            asked.append(decision.policy)
+        made.extend(decision.effects)
         gang = decision.gang or gang
     zones = dict.fromkeys(out, "zone-a")
     if placement is not Placement.CO_LOCATED:
@@ -262,7 +355,52 @@ def admit(placement: Placement, mode: settings.PolicyMode) -> Admitted:
         Placement.SPLIT_FAIL_OPEN: {"j1": "zone-a", "j2": "zone-a", "j3": None},
     }[placement]
     assert pinned == expected, f"{placement}: podium pinned {pinned}"
-    return Admitted(pods=out, zones=zones, policies=tuple(asked), gang=gang)
+    bound = {name: _bind(pod, zones[name]) for name, pod in out.items()}
+    records = [m for m in made if m["kind"] == policies.RECORD_KIND]
+    written = {m["metadata"]["name"]: m for m in made if m["kind"] != policies.RECORD_KIND}
+    passes = []
+    for _ in range(4):
+        base = [*NAMESPACES.values(), *_nodes(placement), job, crd, *records]
+        view = ClusterView.from_objects([*base, *bound.values()], zone_label=conf.zone_label)
+        owned = reconciler.Owned(decisions=records, policies=list(written.values()))
+        actions = reconciler.plan(view, conf, owned=owned, now=NOW, tuning=reconciler.Tuning())
+        if not actions:
+            break
+        passes.append(tuple((a.verb, a.reason, a.target[0]) for a in actions))
+        for action in actions:
+            _carry_out(action, bound, written)
+    else:
+        raise AssertionError(f"the reconciler did not settle: {passes}")
+    record = records[0] if records else None
+    return Admitted(
+        pods=bound,
+        zones=zones,
+        policies=tuple(written[n] for n in sorted(written)),
+        gang=gang,
+        record_zone=(record["data"]["zone"] or None) if record else None,
+        reconciled=tuple(passes),
+    )
+
+
+def _carry_out(
+    action: reconciler.Action,
+    pods: dict[str, dict[str, Any]],
+    written: dict[str, dict[str, Any]],
+) -> None:
+    """One reconciler action, as the apiserver would carry it out."""
+    kind, _, name = action.target
+    if kind == "Pod":
+        assert action.verb == "label" and action.patch is not None, action
+        (key,) = [k for k, pod in pods.items() if pod["metadata"].get("name") == name]
+        pods[key] = twins.apply_merge_patch(pods[key], action.patch)
+    elif action.verb == "create":
+        written[name] = action.manifest
+    elif action.verb == "repair" and action.patch is not None:
+        written[name] = twins.apply_merge_patch(written[name], action.patch)
+    elif action.verb == "delete":
+        del written[name]
+    else:
+        raise AssertionError(f"the reconciler asked for {action}")
 
 
 def _pinned_zone(pod: Mapping[str, Any]) -> str | None:
@@ -280,39 +418,34 @@ def _pinned_zone(pod: Mapping[str, Any]) -> str | None:
 
 
 def cilium_pods(admitted: Admitted) -> list[Pod]:
-    """The pods as Cilium sees them: their labels after admission and binding."""
+    """The pods as Cilium sees them: their labels after admission, binding and reconciling."""
     out = []
     for name, pod in admitted.pods.items():
         meta = pod["metadata"]
         zone = admitted.zones[name]
         pod_labels = dict(meta.get("labels") or {})
-        stamped = pod_labels.get(PODIUM_ZONE)
-        assert stamped in (None, zone), f"podium stamped {stamped} on {name}, placed in {zone}"
-        pod_labels.update({TOPOLOGY_ZONE: zone, PODIUM_ZONE: zone})
+        if labels.JOB in pod_labels:  # podium's: its zone label must be the truth, if any
+            stamped = pod_labels.get(PODIUM_ZONE)
+            assert stamped in (None, zone), f"podium stamped {stamped} on {name}, placed in {zone}"
+        else:  # the admin's labelling of every other pod
+            pod_labels[PODIUM_ZONE] = zone
+        pod_labels[TOPOLOGY_ZONE] = zone
         ns = meta["namespace"]
         ns_labels = NAMESPACES[ns]["metadata"]["labels"]
         out.append(Pod(name, ns, pod_labels, ns_labels))
     return out
 
 
-def podium_policies(placement: Placement, mode: Mode) -> list[dict[str, Any]]:
+def podium_policies(
+    placement: Placement, mode: Mode, line: Line = Line.CURRENT
+) -> list[dict[str, Any]]:
     """The policies podium writes for the job in this mode (none for ``Mode.NONE``)."""
-    if mode is Mode.CILIUM_ZONE_SCOPED:
-        job_wide = podium_policies(placement, Mode.CILIUM)
-        zones = sorted({admit(placement, settings.PolicyMode.CILIUM).zones[p] for p in JOB_PODS})
-        return [zone_scoped.demo_zone_scoped(p, zones) for p in job_wide]
-    policy_mode = {
-        Mode.NONE: settings.PolicyMode.NONE,
-        Mode.CILIUM: settings.PolicyMode.CILIUM,
-        Mode.KUBERNETES: settings.PolicyMode.KUBERNETES,
-    }[mode]
-    admitted = admit(placement, policy_mode)
-    return [dict(p) for p in admitted.policies]
+    return [dict(p) for p in admit(placement, mode, line).policies]
 
 
-def pods(placement: Placement) -> list[Pod]:
-    """The pods of a placement (the same in every policy mode)."""
-    return cilium_pods(admit(placement, settings.PolicyMode.CILIUM))
+def pods(placement: Placement, mode: Mode = Mode.CILIUM, line: Line = Line.CURRENT) -> list[Pod]:
+    """The pods of a placement, as podium left them in ``mode``."""
+    return cilium_pods(admit(placement, mode, line))
 
 
 # -- flows -----------------------------------------------------------------------------------
@@ -324,7 +457,7 @@ def _ports(src: str, dst: str) -> list[Flow]:
 
 def flows(placement: Placement) -> dict[str, list[Flow]]:
     """The flows of each class in a placement (a class may have none: no cross-zone pair)."""
-    zones = admit(placement, settings.PolicyMode.CILIUM).zones
+    zones = admit(placement, Mode.NONE).zones
     same, cross = [], []
     for a in JOB_PODS:
         for b in JOB_PODS:
@@ -358,12 +491,25 @@ def same_job(flow: Flow) -> bool:
     return flow.src in JOB_PODS and flow.dst in JOB_PODS
 
 
-def check_builder(placement: Placement, mode: Mode) -> None:
-    """The engine's policy is what podium's policy builder makes of the gang (no other path)."""
-    if mode in (Mode.NONE, Mode.CILIUM_ZONE_SCOPED):
+def check_builder(placement: Placement, mode: Mode, line: Line = Line.CURRENT) -> None:
+    """The policies under test are what podium's policy builder makes of the gang, one per zone
+    its pods run in (scoped) or one for the job, and nothing else."""
+    admitted = admit(placement, mode, line)
+    conf = _settings(placement, mode)
+    if mode is Mode.NONE or policies.withheld(conf, cilium_crd(line)):
+        assert admitted.policies == ()
         return
-    policy_mode = settings.PolicyMode(mode.value)
-    admitted = admit(placement, policy_mode)
-    built = policies.build_policy(gang=admitted.gang, namespace=NS, mode=policy_mode)
-    assert list(admitted.policies) == [built]
-    assert built["metadata"]["labels"][labels.JOB] == admitted.gang.key
+    job_zones = {
+        admitted.zones[p] for p in JOB_PODS if labels.JOB in admitted.pods[p]["metadata"]["labels"]
+    }
+    built = policies.build_policies(
+        gang=admitted.gang,
+        namespace=NS,
+        mode=conf.policy_mode,
+        scope=conf.policy_scope,
+        zones=job_zones,
+        record_zone=admitted.record_zone,
+    )
+    assert list(admitted.policies) == sorted(built, key=lambda p: p["metadata"]["name"])
+    for policy in built:
+        assert policy["metadata"]["labels"][labels.JOB] == admitted.gang.key

@@ -10,8 +10,8 @@ import pytest
 
 from tests.builders import NodeBuilder, PodBuilder, namespace
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import engine, labels, records, reviews
-from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
+from webhook.core import engine, labels, policies, records, reviews
+from webhook.core.settings import NoFit, OldCilium, Placement, PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 
 SETTINGS = Settings()
@@ -356,7 +356,11 @@ def test_pinned_pod_whole(now: datetime) -> None:
         **pod,
         "metadata": {
             **pod["metadata"],
-            "labels": {**pod["metadata"]["labels"], labels.JOB: pj["metadata"]["uid"]},
+            "labels": {
+                **pod["metadata"]["labels"],
+                labels.JOB: pj["metadata"]["uid"],
+                labels.ZONE: "zone-c",
+            },
             "annotations": {labels.ZONE: "zone-c", labels.REASON: "best-fit", labels.POLICY: name},
         },
         "spec": {
@@ -500,3 +504,137 @@ def test_update_of_the_trusted_label_is_denied(
     if denied:
         assert decision.reason == "trusted-label-changed"
         assert f"({old!r} → {new!r})" in (decision.denial or "")
+
+
+# -- the policy: scoped to job and zone, withheld on an old Cilium (issue 13) ----------------
+
+
+def cnp_crd(*, default_deny: bool) -> dict[str, Any]:
+    """The ciliumnetworkpolicies CRD as podium keeps it (``policies.slim_crd``): with
+    ``spec.enableDefaultDeny`` (Cilium ≥ 1.16) or without (older)."""
+    spec = {"properties": {"enableDefaultDeny": {"type": "object"}}} if default_deny else {}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "ciliumnetworkpolicies.cilium.io"},
+        "spec": {
+            "group": "cilium.io",
+            "versions": [
+                {"name": "v2", "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("mode", [PolicyMode.CILIUM, PolicyMode.KUBERNETES])
+def test_the_policy_is_scoped_to_the_job_and_its_zone(mode: PolicyMode, now: datetime) -> None:
+    pj = pytorchjob()
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, Settings(policy_mode=mode))
+    policy, uid = decision.policy, pj["metadata"]["uid"]
+    assert policy is not None and decision.patched is not None
+    peers = {"matchLabels": {labels.JOB: uid, labels.ZONE: "zone-c"}}
+    spec = policy["spec"]
+    if mode is PolicyMode.CILIUM:
+        assert (spec["endpointSelector"], spec["ingress"], spec["egress"]) == (
+            peers,
+            [{"fromEndpoints": [peers]}],
+            [{"toEndpoints": [peers]}],
+        )
+    else:
+        assert (spec["podSelector"], spec["ingress"], spec["egress"]) == (
+            peers,
+            [{"from": [{"podSelector": peers}]}],
+            [{"to": [{"podSelector": peers}]}],
+        )
+    # The record's zone: the policy is named like the record, and the pod carries what it selects.
+    assert policy["metadata"]["name"] == decision.policy_name == decision.record["metadata"]["name"]  # type: ignore[index]
+    assert peers["matchLabels"].items() <= decision.patched["metadata"]["labels"].items()
+
+
+def test_job_scope_keeps_one_policy_for_the_whole_job(now: datetime) -> None:
+    pj = pytorchjob()
+    settings = Settings(policy_scope=PolicyScope.JOB)
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, settings)
+    assert decision.policy is not None
+    assert decision.policy["spec"]["endpointSelector"] == {
+        "matchLabels": {labels.JOB: pj["metadata"]["uid"]}
+    }
+
+
+@pytest.mark.parametrize("scope", list(PolicyScope))
+def test_an_unpinned_pod_is_in_no_zone_scoped_policy(scope: PolicyScope, now: datetime) -> None:
+    """No zone yet: nothing to scope a policy to. The reconciler labels the pod with its node's
+    zone once it is bound, and creates that zone's policy."""
+    pj = pytorchjob(workers=15)
+    settings = Settings(no_fit=NoFit.UNPINNED, policy_scope=scope)
+    decision = decide(
+        pytorch_pod(pj).label(labels.ZONE, "zone-a").obj(), base_cluster(pj), now, settings
+    )
+    assert decision.outcome == "unpinned" and decision.patched is not None
+    assert labels.ZONE not in decision.patched["metadata"]["labels"]  # podium's word only
+    assert (decision.policy is not None) == (scope is PolicyScope.JOB)
+    assert (labels.POLICY in decision.patched["metadata"]["annotations"]) == (
+        scope is PolicyScope.JOB
+    )
+
+
+@pytest.mark.parametrize(
+    ("crd", "old_cilium", "written"),
+    [
+        (None, OldCilium.SKIP_POLICY, True),  # not seen (yet): the create tells
+        (cnp_crd(default_deny=True), OldCilium.SKIP_POLICY, True),
+        (cnp_crd(default_deny=False), OldCilium.SKIP_POLICY, False),
+        (cnp_crd(default_deny=False), OldCilium.CREATE_POLICY, True),
+    ],
+)
+def test_no_cilium_policy_where_the_crd_has_no_enable_default_deny(
+    crd: dict[str, Any] | None, old_cilium: OldCilium, written: bool, now: datetime
+) -> None:
+    pj = pytorchjob()
+    settings = Settings(old_cilium=old_cilium)
+    objects = base_cluster(pj, *([crd] if crd else []))
+    decision = decide(pytorch_pod(pj).obj(), objects, now, settings)
+    assert decision.outcome == "pinned" and decision.record is not None
+    assert (decision.policy is not None) == written
+    assert (policies.OLD_CILIUM_WARNING in decision.warnings) == (not written)
+    # kubernetes mode does not depend on Cilium's CRD
+    k8s = decide(
+        pytorch_pod(pj).obj(),
+        objects,
+        now,
+        dataclasses.replace(settings, policy_mode=PolicyMode.KUBERNETES),
+    )
+    assert k8s.policy is not None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "user", "denied"),
+    [
+        (None, "zone-b", "someone", True),  # claims a zone: would join that zone's policy
+        ("zone-c", "zone-b", "someone", True),
+        ("zone-c", None, "someone", True),
+        ("zone-c", "zone-c", "someone", False),
+        (None, "zone-c", "podium", False),  # podium labels a bound pod with its node's zone
+        (None, "zone-b", "podium", True),  # ... and with no other
+        ("zone-b", "zone-c", "podium", False),  # ... correcting a wrong one
+        ("zone-c", None, "podium", True),
+    ],
+)
+def test_update_of_the_zone_label_is_denied_but_podiums_own(
+    old: str | None, new: str | None, user: str, denied: bool, now: datetime
+) -> None:
+    def with_zone(value: str | None) -> dict[str, Any]:
+        builder = PodBuilder(NS, name="p").label(labels.JOB, "job-a").bound("c-1")
+        if value is not None:
+            builder.label(labels.ZONE, value)
+        return builder.obj()
+
+    doc = reviews.review_for_pod(with_zone(new))
+    doc["request"].update(operation="UPDATE", oldObject=with_zone(old), userInfo={"username": user})
+    view = ClusterView.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
+    settings = dataclasses.replace(SETTINGS, own_user="podium")
+    decision = engine.decide(reviews.from_document(doc), view, settings, now=now)
+    assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)
+    if denied:
+        assert decision.reason == "trusted-label-changed"
+        assert labels.ZONE in (decision.denial or "")

@@ -113,6 +113,8 @@ def test_the_patch_applied_gives_the_pinned_pod(
     assert jsonpatch.apply_patch(pod, patch) == after
     _assert_no_redundant_operation(patch)
     assert after["metadata"]["labels"][labels.JOB] == "uid-1"
+    # The zone label is podium's word on where the pod runs: the pinned zone, or none at all.
+    assert after["metadata"]["labels"].get(labels.ZONE) == zone
     assert notes.items() <= after["metadata"]["annotations"].items()
     if zone is not None:
         terms = after["spec"]["affinity"]["nodeAffinity"][
@@ -120,9 +122,10 @@ def test_the_patch_applied_gives_the_pinned_pod(
         ]["nodeSelectorTerms"]
         wanted = {"key": ZONE_KEY, "operator": "In", "values": [zone]}
         assert terms and all(wanted in t["matchExpressions"] for t in terms)
-    # Nothing but podium's label, its annotations and the affinity changed.
+    # Nothing but podium's labels, its annotations and the affinity changed.
     touched = [
         ("metadata", "labels", labels.JOB),
+        ("metadata", "labels", labels.ZONE),
         *(("metadata", "annotations", k) for k in notes),
         ("spec", "affinity"),
     ]
@@ -140,16 +143,17 @@ def test_a_pinned_pod_pinned_again_gets_an_empty_patch(
 
 @settings(max_examples=200)
 @given(pods)
-def test_the_trusted_label_is_removed_and_nothing_else(pod: dict[str, Any]) -> None:
+def test_the_trusted_labels_are_removed_and_nothing_else(pod: dict[str, Any]) -> None:
     before = copy.deepcopy(pod)
     after, patch = mutation.without_trusted_label(pod)
     assert pod == before
     assert jsonpatch.apply_patch(pod, patch) == after
-    assert labels.JOB not in ((after.get("metadata") or {}).get("labels") or {})
-    assert _without(after, ("metadata", "labels", labels.JOB)) == _without(
-        pod, ("metadata", "labels", labels.JOB)
-    )
-    assert bool(patch) == (labels.JOB in ((pod.get("metadata") or {}).get("labels") or {}))
+    trusted = (labels.JOB, labels.ZONE)
+    assert not set(trusted) & set((after.get("metadata") or {}).get("labels") or {})
+    paths = [("metadata", "labels", k) for k in trusted]
+    assert _without(after, *paths) == _without(pod, *paths)
+    brought = (pod.get("metadata") or {}).get("labels") or {}
+    assert bool(patch) == any(k in brought for k in trusted)
 
 
 def test_keys_are_escaped_and_existing_members_replaced() -> None:
@@ -157,6 +161,7 @@ def test_keys_are_escaped_and_existing_members_replaced() -> None:
     _, patch = _pin(pod, "zone-a", {labels.ZONE: "zone-a"})
     assert patch == [
         {"op": "replace", "path": "/metadata/labels/podium.dev~1job", "value": "uid-1"},
+        {"op": "add", "path": "/metadata/labels/podium.dev~1zone", "value": "zone-a"},
         {"op": "add", "path": "/metadata/annotations/podium.dev~1zone", "value": "zone-a"},
         {
             "op": "add",
@@ -182,9 +187,19 @@ def test_a_pod_without_metadata_or_spec_gets_one_add_for_each() -> None:
     _, patch = _pin({}, "zone-a", {labels.ZONE: "zone-a"})
     assert [(op["op"], op["path"]) for op in patch] == [("add", "/metadata"), ("add", "/spec")]
     assert patch[0]["value"] == {
-        "labels": {labels.JOB: "uid-1"},
+        "labels": {labels.JOB: "uid-1", labels.ZONE: "zone-a"},
         "annotations": {labels.ZONE: "zone-a"},
     }
+
+
+def test_an_unpinned_pod_loses_a_zone_label_it_brought() -> None:
+    pod = {"metadata": {"labels": {labels.JOB: "uid-1", labels.ZONE: "zone-b"}}}
+    after, patch = _pin(pod, None, {labels.ZONE: ""})
+    assert patch == [
+        {"op": "remove", "path": "/metadata/labels/podium.dev~1zone"},
+        {"op": "add", "path": "/metadata/annotations", "value": {labels.ZONE: ""}},
+    ]
+    assert after["metadata"]["labels"] == {labels.JOB: "uid-1"}
 
 
 def test_an_affinity_the_pod_brought_is_extended_not_replaced() -> None:

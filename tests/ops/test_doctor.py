@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tests.builders import PodBuilder, namespace
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, policies
-from webhook.core.settings import PolicyMode, Settings
+from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 from webhook.ops import cli, doctor
 
@@ -45,6 +45,7 @@ class Cluster:
             pytorch_pod(self.job, rtype, 0)
             .uid()
             .label(labels.JOB, self.key)
+            .label(labels.ZONE, "zone-c")
             .label("app", "trainer")
             .annotate(labels.ZONE, "zone-c")
             .annotate(labels.REASON, "best-fit")
@@ -55,7 +56,14 @@ class Cluster:
         view = ClusterView.from_objects(base_cluster(self.job, *self.pods), zone_label="x")
         gang = adapters.recognise(self.pods[0], NS, view)
         assert gang is not None
-        self.policy = policies.build_policy(gang=gang, namespace=NS, mode=PolicyMode.CILIUM)
+        self.policy = policies.build_policy(
+            gang=gang,
+            namespace=NS,
+            mode=PolicyMode.CILIUM,
+            scope=PolicyScope.ZONE,
+            zone="zone-c",
+            record_zone="zone-c",
+        )
         self.extra: list[Obj] = []
         self.settings = Settings()
 
@@ -91,7 +99,13 @@ def copied_label(c: Cluster) -> None:
 
 def deny_in_namespace(c: Cluster) -> None:
     c.extra.append(
-        cnp("zones", {"endpointSelector": {"matchLabels": {"app": "trainer"}}, "ingressDeny": [{}]})
+        cnp(
+            "zones",
+            {
+                "endpointSelector": {"matchLabels": {"app": "trainer"}},
+                "ingressDeny": [{"fromEndpoints": [{}]}],
+            },
+        )
     )
 
 
@@ -107,24 +121,57 @@ def deny_clusterwide_by_namespace(c: Cluster) -> None:
     )
 
 
+NOT_SYSTEM = {
+    "matchExpressions": [
+        {"key": "k8s:io.kubernetes.pod.namespace", "operator": "NotIn", "values": ["kube-system"]}
+    ]
+}
+
+
 def deny_clusterwide_by_expression(c: Cluster) -> None:
     c.extra.append(
         ccnp(
             "not-system",
-            {
-                "endpointSelector": {
-                    "matchExpressions": [
-                        {
-                            "key": "k8s:io.kubernetes.pod.namespace",
-                            "operator": "NotIn",
-                            "values": ["kube-system"],
-                        }
-                    ]
-                },
-                "egressDeny": [{"toEntities": ["world"]}],
-            },
+            {"endpointSelector": NOT_SYSTEM, "egressDeny": [{"toEndpoints": [NOT_SYSTEM]}]},
         )
     )
+
+
+def deny_to_the_world(c: Cluster) -> None:
+    """A deny toward the world: it turns egress enforcement on (no enableDefaultDeny) but podium's
+    policy allows the job's pods, and no pod is part of the world."""
+    c.extra.append(
+        ccnp(
+            "no-world", {"endpointSelector": NOT_SYSTEM, "egressDeny": [{"toEntities": ["world"]}]}
+        )
+    )
+
+
+def empty_deny_rule(c: Cluster) -> None:
+    """``ingressDeny: [{}]`` names no peer and no port: it denies nothing (Cilium's
+    ``mergeL4Filter``), though it turns ingress enforcement on."""
+    c.extra.append(
+        cnp("zones", {"endpointSelector": {"matchLabels": {"app": "trainer"}}, "ingressDeny": [{}]})
+    )
+
+
+def netpol(c: Cluster) -> None:
+    """The namespace's default deny, Kubernetes style (ingress and egress)."""
+    c.extra.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "default-deny", "namespace": NS},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        }
+    )
+
+
+def netpol_default_deny(c: Cluster) -> None:
+    c.policy = None
+    for pod in c.pods:
+        pod["metadata"]["labels"].pop(labels.JOB)  # not admitted: no no-policy finding either
+    netpol(c)
 
 
 def deny_in_specs_list(c: Cluster) -> None:
@@ -160,6 +207,15 @@ CASES: list[tuple[str, Callable[[Cluster], None], list[str]]] = [
     ("CNP deny rule selects the job", deny_in_namespace, ["deny-rule"]),
     ("CCNP deny by namespace label", deny_clusterwide_by_namespace, ["deny-rule"]),
     ("CCNP deny by NotIn expression", deny_clusterwide_by_expression, ["deny-rule"]),
+    ("a deny toward the world does not cut the job", deny_to_the_world, NO_FINDINGS),
+    ("an empty deny rule denies nothing", empty_deny_rule, NO_FINDINGS),
+    ("NetworkPolicy default deny, no allow", netpol_default_deny, ["default-deny"] * 2),
+    ("NetworkPolicy default deny, podium's policy allows the peers", netpol, NO_FINDINGS),
+    (
+        "a pod without its zone label is outside the zone-scoped policy",
+        lambda c: (c.pods[1]["metadata"]["labels"].pop(labels.ZONE), deny_in_namespace(c)),
+        ["no-policy", "deny-rule"],
+    ),
     ("deny rule in a specs list", deny_in_specs_list, ["deny-rule"]),
     (
         "default-deny and nothing allows peers",
@@ -328,39 +384,6 @@ def test_non_training_pods_are_not_jobs() -> None:
     assert [j.pods for j in c.diagnose().jobs] == [1]
 
 
-SELECTORS = [
-    ({}, {"app": "x"}, True),
-    ({"matchLabels": {"app": "x"}}, {"app": "x"}, True),
-    ({"matchLabels": {"k8s:app": "x"}}, {"app": "x"}, True),
-    ({"matchLabels": {"any:app": "x"}}, {"app": "y"}, False),
-    ({"matchLabels": {"reserved:host": ""}}, {"app": "x"}, False),
-    ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["x"]}]}, {"app": "x"}, True),
-    ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["x"]}]}, {}, True),
-    ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, {}, False),
-    ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, {}, True),
-    ({"matchExpressions": [{"key": "app", "operator": "Bogus"}]}, {"app": "x"}, False),
-    (
-        {"matchLabels": {"app": "x"}, "matchExpressions": [{"key": "b", "operator": "Exists"}]},
-        {"app": "x"},
-        False,
-    ),
-    (None, {"app": "x"}, False),
-]
-
-
-@pytest.mark.parametrize(("selector", "endpoint", "expected"), SELECTORS)
-def test_selects(selector: Any, endpoint: dict[str, str], expected: bool) -> None:
-    assert doctor.selects(selector, endpoint) is expected
-
-
-def test_endpoint_labels_carry_namespace_name_labels_and_service_account() -> None:
-    c = Cluster()
-    got = doctor.endpoint_labels(c.pods[0], namespace(NS))
-    assert got[doctor.NS_LABEL] == NS
-    assert got[doctor.NS_LABELS_PREFIX + "podium.dev/enabled"] == "true"
-    assert got[doctor.SA_LABEL] == "default"
-
-
 # --- the command ------------------------------------------------------------------------------
 
 
@@ -416,3 +439,126 @@ def test_command_json_lists_findings_and_exits_1(stub_cluster: Cluster) -> None:
 def test_command_refuses_an_unknown_output(stub_cluster: Cluster) -> None:
     result = CliRunner().invoke(cli.app, ["doctor", "-o", "yaml"])
     assert result.exit_code == 2
+
+
+# --- the cluster: an old Cilium, identity labels -------------------------------------------
+
+
+def cnp_crd(*, default_deny: bool) -> Obj:
+    spec = {"properties": {"enableDefaultDeny": {"type": "object"}}} if default_deny else {}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "ciliumnetworkpolicies.cilium.io"},
+        "spec": {
+            "versions": [
+                {"name": "v2", "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}
+            ]
+        },
+    }
+
+
+def cilium_config(value: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cilium-config", "namespace": "kube-system"},
+        "data": {"labels": value},
+    }
+
+
+@pytest.mark.parametrize("old_cilium", list(OldCilium))
+def test_an_old_cilium_is_a_cluster_finding_and_no_job_misses_a_policy(
+    old_cilium: OldCilium,
+) -> None:
+    c = Cluster()
+    no_policy(c)
+    c.settings = Settings(old_cilium=old_cilium)
+    c.extra.append(cnp_crd(default_deny=False))
+    result = c.diagnose()
+    (finding,) = result.cluster
+    assert (finding.check, finding.job) == ("old-cilium", "(cluster)")
+    assert "no enableDefaultDeny (Cilium < 1.16)" in finding.detail
+    assert ("writes no CiliumNetworkPolicy" in finding.detail) == (
+        old_cilium is OldCilium.SKIP_POLICY
+    )
+    assert "upgrade Cilium" in finding.fix
+    # podium withholds its policy on purpose: no no-policy finding for that
+    assert [f.check for f in result.jobs[0].findings] == (
+        [] if old_cilium is OldCilium.SKIP_POLICY else ["no-policy"]
+    )
+    assert not result.ok
+    c.extra = [cnp_crd(default_deny=True)]
+    c.settings = Settings()
+    assert c.diagnose().cluster == ()
+
+
+def test_on_an_old_cilium_enable_default_deny_is_pruned() -> None:
+    """The CRD drops enableDefaultDeny: podium's own (create-policy) policy then puts the job
+    into default deny, and so does an 'additive' cluster policy."""
+    c = Cluster()
+    c.settings = Settings(old_cilium=OldCilium.CREATE_POLICY)
+    c.extra.append(cnp_crd(default_deny=False))
+    assert [f.check for f in c.diagnose().jobs[0].findings] == []  # podium allows its own pods
+    c.policy = None
+    c.extra.append(
+        ccnp(
+            "additive-deny-world",
+            {
+                "endpointSelector": {},
+                "enableDefaultDeny": {"ingress": False, "egress": False},
+                "ingressDeny": [{"fromEntities": ["world"]}],
+            },
+        )
+    )
+    checks = [f.check for f in c.diagnose().jobs[0].findings]
+    assert checks == ["no-policy", "default-deny"]
+
+
+@pytest.mark.parametrize(
+    ("value", "fixed"),
+    [
+        ("", None),  # the default filter keeps podium's labels
+        ("k8s:topology.kubernetes.io/zone", "k8s:topology.kubernetes.io/zone k8s:podium.dev/"),
+        ("k8s:app k8s:podium.dev/", None),
+        ("k8s:podium.dev/job", "k8s:podium.dev/job k8s:podium.dev/"),  # the zone key is missing
+        ("k8s:!podium.dev/job", ""),  # an exclusion: drop it (an include would whitelist)
+        ("k8s:!podium k8s:app", "k8s:app k8s:podium.dev/"),
+        ("k8s:!controller-uid", None),
+        # Cilium reads the source before the first ":": "!k8s" here, an include that matches
+        # nothing, and the filter becomes a whitelist (pkg/labelsfilter parseLabelPrefix).
+        ("!k8s:controller-uid", "!k8s:controller-uid k8s:podium.dev/"),
+    ],
+)
+def test_identity_labels_gives_the_exact_value_to_set(value: str, fixed: str | None) -> None:
+    c = Cluster()
+    c.extra.append(cilium_config(value))
+    result = c.diagnose()
+    findings = [f for f in result.cluster if f.check == "identity-labels"]
+    if fixed is None:
+        assert findings == []
+        return
+    (finding,) = findings
+    assert f'set labels: "{fixed}" in ConfigMap kube-system/cilium-config' in finding.fix
+    assert "podium's policies select no pod" in finding.detail
+    # Set as told, the labels are identity-relevant: the finding goes.
+    c.extra = [cilium_config(fixed)]
+    assert [f.check for f in c.diagnose().cluster] == []
+
+
+def test_a_whitelist_without_podiums_labels_leaves_the_job_in_default_deny() -> None:
+    """What Cilium does with it: podium's policy selects no pod, so under a namespace default
+    deny the job's own traffic is denied — the doctor says so, and why."""
+    c = Cluster()
+    netpol(c)
+    c.extra.append(cilium_config("k8s:app"))
+    result = c.diagnose()
+    assert [f.check for f in result.cluster] == ["identity-labels"]
+    assert [f.check for f in result.jobs[0].findings] == ["default-deny", "default-deny"]
+
+
+def test_job_scope_needs_only_the_job_label() -> None:
+    c = Cluster()
+    c.settings = Settings(policy_scope=PolicyScope.JOB)
+    c.extra.append(cilium_config("k8s:podium.dev/job"))
+    assert [f.check for f in c.diagnose().cluster] == []

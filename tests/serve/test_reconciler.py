@@ -16,7 +16,7 @@ from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, engine, labels, policies
 from webhook.core.adapters.base import Gang
-from webhook.core.settings import PolicyMode, Settings
+from webhook.core.settings import PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
 from webhook.serve import audit, reconciler
@@ -69,6 +69,13 @@ def stamp(obj: dict[str, Any], created: str, rv: str) -> dict[str, Any]:
     return obj
 
 
+def zone_policy(gang: Gang, mode: PolicyMode = PolicyMode.CILIUM, zone: str = "zone-c") -> Any:
+    """The policy admission writes for a gang pinned to ``zone`` (the record's)."""
+    return policies.build_policy(
+        gang=gang, namespace=NS, mode=mode, scope=PolicyScope.ZONE, zone=zone, record_zone=zone
+    )
+
+
 def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> World:
     pj = pytorchjob(workers=1)
     uid = pj["metadata"]["uid"]
@@ -76,6 +83,7 @@ def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> Worl
         pytorch_pod(pj, rtype, 0)
         .uid()
         .label(labels.JOB, uid)
+        .label(labels.ZONE, "zone-c")
         .annotate(labels.ZONE, "zone-c")
         .annotate(labels.REASON, "best-fit")
         .obj()
@@ -88,7 +96,7 @@ def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> Worl
     record = policies.build_record(
         gang=gang, namespace=NS, zone="zone-c", reason="best-fit", detail="", decided_at=created
     )
-    policy = policies.build_policy(gang=gang, namespace=NS, mode=PolicyMode.CILIUM)
+    policy = zone_policy(gang)
     assert policy is not None
     return World(
         pj, pods, gang, stamp(record, created, "11"), stamp(policy, created, "12"), settings
@@ -120,7 +128,7 @@ def test_a_healthy_job_needs_nothing(world: World) -> None:
 def test_a_deleted_policy_is_recreated_exactly_as_admission_builds_it(world: World) -> None:
     actions = world.plan(policies_=[])
     assert summary(actions) == [("create", "missing-policy", "CiliumNetworkPolicy")]
-    expected = policies.build_policy(gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM)
+    expected = zone_policy(world.gang)
     assert actions[0].manifest == expected
 
 
@@ -148,7 +156,7 @@ def test_with_both_gone_the_pods_name_the_gang_and_both_are_rebuilt(world: World
     record, policy = (a.manifest for a in actions)
     assert (record["data"]["zone"], record["data"]["gang"]) == ("zone-c", world.gang.key)
     assert record["metadata"]["ownerReferences"] == world.record["metadata"]["ownerReferences"]
-    assert policy == policies.build_policy(gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM)
+    assert policy == zone_policy(world.gang)
     assert {(a.owner["kind"], a.owner["uid"]) for a in actions} == {
         ("PyTorchJob", world.job["metadata"]["uid"])
     }
@@ -170,12 +178,16 @@ EDITS: list[tuple[str, Callable[[dict[str, Any]], None], dict[str, Any]]] = [
     (
         "selector widened",
         lambda s: s.update(endpointSelector={"matchLabels": {}}),
-        {"endpointSelector": {"matchLabels": {labels.JOB: "KEY"}}},
+        {"endpointSelector": {"matchLabels": {labels.JOB: "KEY", labels.ZONE: "zone-c"}}},
     ),
     (
         "ingress opened to the world",
         lambda s: s["ingress"].append({"fromEntities": ["world"]}),
-        {"ingress": [{"fromEndpoints": [{"matchLabels": {labels.JOB: "KEY"}}]}]},
+        {
+            "ingress": [
+                {"fromEndpoints": [{"matchLabels": {labels.JOB: "KEY", labels.ZONE: "zone-c"}}]}
+            ]
+        },
     ),
     (
         "deny rule added",
@@ -600,3 +612,176 @@ async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Li
     assert seen == [record] and live.sink.records == [record]
     stored_pod = live.api.objects[("", "Pod", NS, "spy")]
     assert labels.JOB not in stored_pod["metadata"]["labels"]
+
+
+# --- zone-scoped policies: labels from the node's zone, migration of job-wide policies -------
+
+
+def job_wide(world: World) -> dict[str, Any]:
+    """The policy podium wrote before it scoped policies to zones (and under policy-scope: job),
+    as listed (resourceVersion 12)."""
+    policy = policies.build_policy(
+        gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM, scope=PolicyScope.JOB, zone=None
+    )
+    assert policy is not None
+    return stamp(policy, OLD, "12")
+
+
+def before_zone_labels(world: World, *nodes: str | None) -> World:
+    """The world's pods as podium admitted them before it wrote the zone label (annotation only),
+    bound to ``nodes`` (None: not bound yet)."""
+    pods = []
+    for admitted, node in zip(world.pods, nodes, strict=True):
+        pod = copy.deepcopy(admitted)
+        del pod["metadata"]["labels"][labels.ZONE]
+        if node is not None:
+            pod["spec"]["nodeName"] = node
+            pod["status"] = {"phase": "Running"}
+        pods.append(pod)
+    return dataclasses.replace(world, pods=pods)
+
+
+def label_pods(world: World, actions: list[Action]) -> World:
+    """The world after the reconciler's ``label`` actions were carried out."""
+    patches = {a.target[2]: a.patch for a in actions if a.verb == "label"}
+    pods = [
+        twins.apply_merge_patch(p, patches[p["metadata"]["name"]])
+        if p["metadata"]["name"] in patches
+        else p
+        for p in world.pods
+    ]
+    return dataclasses.replace(world, pods=pods)
+
+
+def test_a_job_wide_policy_is_narrowed_once_every_running_pod_carries_its_zone(
+    world: World,
+) -> None:
+    """Migration: first the running pods get their node's zone (the old policy still covers
+    them, whatever identity Cilium gives them meanwhile); the next pass narrows the policy."""
+    old = before_zone_labels(world, "c-1", "c-2")
+    first = old.plan(policies_=[job_wide(world)])
+    assert summary(first) == [("label", "zone-known", "Pod")] * 2
+    assert {a.patch["metadata"]["labels"][labels.ZONE] for a in first if a.patch} == {"zone-c"}
+    assert all(a.patch and a.patch["metadata"]["uid"] for a in first)  # guarded by the pod's uid
+    labelled = label_pods(old, first)
+    (repair,) = labelled.plan(policies_=[job_wide(world)])
+    assert (repair.verb, repair.reason) == ("repair", "policy-scope")
+    assert repair.patch is not None
+    after = twins.apply_merge_patch(job_wide(world), repair.patch)
+    assert after["spec"] == world.policy["spec"]
+    assert after["metadata"]["labels"] == world.policy["metadata"]["labels"]
+    assert repair.patch["metadata"]["resourceVersion"] == "12"
+    assert labelled.plan(policies_=[stamp(after, OLD, "13")]) == []  # converged
+
+
+def test_a_pending_pod_pinned_before_zone_labels_holds_the_narrowing_back(world: World) -> None:
+    """A pod podium pinned before it wrote zone labels, not bound yet: the job-wide policy stays
+    until it is bound and labelled, so it does not start outside its job's policy."""
+    old = before_zone_labels(world, "c-1", None)
+    first = old.plan(policies_=[job_wide(world)])
+    assert summary(first) == [("label", "zone-known", "Pod")]  # only the bound one
+    assert label_pods(old, first).plan(policies_=[job_wide(world)]) == []
+
+
+def unpinned_world(world: World, *nodes: str | None) -> World:
+    """The gang decided ``no-fit-unpinned`` (its record has no zone), its pods bound to
+    ``nodes`` without a zone label (podium did not know their zone at admission)."""
+    record = copy.deepcopy(world.record)
+    record["data"]["zone"] = ""
+    moved = before_zone_labels(world, *nodes)
+    for pod in moved.pods:
+        pod["metadata"]["annotations"][labels.ZONE] = ""
+    return dataclasses.replace(moved, record=record)
+
+
+def test_an_unpinned_gang_gets_one_policy_per_zone_its_pods_run_in(world: World) -> None:
+    w = unpinned_world(world, "a-1", "b-1")
+    first = w.plan(policies_=[])
+    assert summary(first) == [
+        ("label", "zone-known", "Pod"),
+        ("label", "zone-known", "Pod"),
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+    ]
+    created = [a.manifest for a in first if a.verb == "create"]
+    assert [policies.policy_zone(p) for p in created] == ["zone-a", "zone-b"]
+    assert created == policies.build_policies(
+        gang=world.gang,
+        namespace=NS,
+        mode=PolicyMode.CILIUM,
+        scope=PolicyScope.ZONE,
+        zones=["zone-a", "zone-b"],
+    )
+    # No name is the record's: neither zone is the gang's recorded zone.
+    assert world.record["metadata"]["name"] not in {p["metadata"]["name"] for p in created}
+    owned = [stamp(copy.deepcopy(p), OLD, str(20 + i)) for i, p in enumerate(created)]
+    assert label_pods(w, first).plan(policies_=owned) == []
+
+
+def test_an_unpinned_gangs_job_wide_policy_goes_once_its_pods_carry_their_zones(
+    world: World,
+) -> None:
+    w = label_pods(unpinned_world(world, "a-1", "b-1"), unpinned_world(world, "a-1", "b-1").plan())
+    actions = w.plan(policies_=[job_wide(world)])
+    assert summary(actions) == [
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+        ("delete", "policy-not-needed", "CiliumNetworkPolicy"),
+    ]
+    assert actions[-1].manifest["metadata"]["name"] == world.record["metadata"]["name"]
+    # While a bound pod still waits for its label, the job-wide policy stays.
+    waiting = unpinned_world(world, "a-1", "b-1")
+    assert "delete" not in {a.verb for a in waiting.plan(policies_=[job_wide(world)])}
+
+
+def test_a_wrong_zone_label_is_corrected_to_the_nodes(world: World) -> None:
+    pods = copy.deepcopy(world.pods)
+    pods[0]["spec"]["nodeName"] = "c-1"
+    pods[1]["spec"]["nodeName"] = "b-1"  # labelled zone-c, runs in zone-b (not podium's doing)
+    actions = dataclasses.replace(world, pods=pods).plan()
+    assert [(a.verb, a.target[2]) for a in actions][:1] == [("label", pods[1]["metadata"]["name"])]
+    assert actions[0].patch == {
+        "metadata": {"uid": pods[1]["metadata"]["uid"], "labels": {labels.ZONE: "zone-b"}}
+    }
+    assert "(was zone-c)" in actions[0].detail
+
+
+def test_policy_scope_job_keeps_one_job_wide_policy(world: World) -> None:
+    w = dataclasses.replace(world, settings=Settings(policy_scope=PolicyScope.JOB))
+    (repair,) = w.plan()
+    assert (repair.verb, repair.reason, repair.detail) == ("repair", "policy-scope", "job-wide")
+    assert repair.patch is not None
+    assert twins.apply_merge_patch(world.policy, repair.patch)["spec"] == job_wide(world)["spec"]
+    # ... and labels nobody: relabelling a running pod changes its Cilium identity for nothing.
+    assert before_zone_labels(w, "c-1", "c-2").plan(policies_=[job_wide(world)]) == []
+
+
+def test_on_an_old_cilium_the_reconciler_writes_no_policy(world: World) -> None:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": policies.CILIUM_CRD},
+        "spec": {"versions": [{"name": "v2", "schema": {"openAPIV3Schema": {}}}]},
+    }
+    old = before_zone_labels(world, "c-1", "c-2")
+    view = ClusterView.from_objects(
+        base_cluster(world.job, *old.pods, crd), zone_label=world.settings.zone_label
+    )
+    owned = Owned(decisions=[world.record], policies=[])
+    plan = reconciler.plan(view, world.settings, owned=owned, now=NOW, tuning=TUNING)
+    assert plan == []
+
+
+async def test_executor_labels_a_bound_pod_with_its_nodes_zone(live: Live) -> None:
+    old = before_zone_labels(live.world, "c-1", "c-2")
+    for pod in old.pods:
+        live.api.put(pod)
+    live.api.put(job_wide(live.world))
+    live.view["now"] = old.view()
+    records = await live.rec.run_once()
+    assert [(r["action"], r["reason"], r["result"], r["pod"]) for r in records] == [
+        ("label", "zone-known", "labelled", p["metadata"]["name"]) for p in old.pods
+    ]
+    for pod in old.pods:
+        stored_pod = live.api.objects[("", "Pod", NS, pod["metadata"]["name"])]
+        assert stored_pod["metadata"]["labels"][labels.ZONE] == "zone-c"

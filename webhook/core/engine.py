@@ -18,7 +18,7 @@ from webhook.core.objects import Obj, controller_ref
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
-from webhook.core.settings import Settings, ZoneChooser
+from webhook.core.settings import PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 
 #: ``grouped``: the pod joined its gang's PodGroup; kube-scheduler chooses the zone.
@@ -118,9 +118,9 @@ def decide(
     )
 
 
-def _trusted_label(pod: Obj | None) -> str | None:
+def _trusted_label(pod: Obj | None, key: str = labels.JOB) -> str | None:
     value = ((pod or {}).get("metadata") or {}).get("labels") or {}
-    return value.get(labels.JOB) if isinstance(value, Mapping) else None
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def _guard_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
@@ -131,12 +131,7 @@ def _guard_update(request: Request, view: ClusterView, settings: Settings) -> De
     the request comes from podium's own user, and the label it removes is not the pod's."""
     before, after = _trusted_label(request.old_object), _trusted_label(request.object)
     if before == after:
-        return Decision(
-            outcome="skipped",
-            reason="not-a-pod-creation",
-            detail="UPDATE Pod that leaves podium's label alone",
-            namespace=request.namespace,
-        )
+        return _guard_zone_update(request, view, settings)
     user = request.user.get("username")
     if (
         after is None
@@ -154,6 +149,49 @@ def _guard_update(request: Request, view: ClusterView, settings: Settings) -> De
     message = (
         f"the {labels.JOB} label is set by podium when a pod is created and cannot be "
         f"changed afterwards ({before!r} → {after!r})"
+    )
+    return Decision(
+        outcome="denied",
+        reason="trusted-label-changed",
+        detail=message,
+        namespace=request.namespace,
+        pod=request.object,
+        denial=message,
+    )
+
+
+def _guard_zone_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
+    """Only podium sets its zone label, like its job label: a zone-scoped policy lets the pods
+    labelled with a zone talk to each other, so a pod that says it is in another zone than it
+    runs in would open traffic across zones. Refused, except podium's own labelling of a bound pod
+    with the zone of its node (the reconciler's, for a pod whose zone was not known when podium
+    admitted it)."""
+    before = _trusted_label(request.old_object, labels.ZONE)
+    after = _trusted_label(request.object, labels.ZONE)
+    if before == after:
+        return Decision(
+            outcome="skipped",
+            reason="not-a-pod-creation",
+            detail="UPDATE Pod that leaves podium's labels alone",
+            namespace=request.namespace,
+        )
+    user = request.user.get("username")
+    node = view.node(str(((request.old_object or {}).get("spec") or {}).get("nodeName") or ""))
+    if (
+        after is not None
+        and settings.own_user
+        and user == settings.own_user
+        and node is not None
+        and node.zone == after
+    ):
+        return Decision(
+            outcome="skipped",
+            reason="own-zone-label",
+            detail=f"podium ({user}) labelled the pod with the zone of its node {node.name}",
+            namespace=request.namespace,
+        )
+    message = (
+        f"the {labels.ZONE} label is set by podium and cannot be changed ({before!r} → {after!r})"
     )
     return Decision(
         outcome="denied",
@@ -273,9 +311,9 @@ def _pin(
             since=now - timedelta(seconds=settings.reservation_seconds), exclude=gang.key
         ),
     )
-    # The policy shares the record's name; it is built only when the view does not hold it yet.
-    policy_kind = policies.policy_kind(settings.policy_mode)
-    policy_name = name if policy_kind is not None else None
+    policy_name, policy, withheld = _policy(
+        gang, namespace, view, settings, zone=choice.zone, record_zone=recorded_zone or choice.zone
+    )
     annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
     earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
     if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
@@ -303,12 +341,12 @@ def _pin(
                 decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
             )
         )
-    if policy_kind is not None and view.get(*policy_kind, namespace, name) is None:
-        policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
-        effects.extend([policy] if policy is not None else [])
+    effects.extend(policy)
     warnings = list(choice.warnings)
     if spec.get("hostNetwork"):
         warnings.append(HOST_NETWORK_WARNING)
+    if withheld:
+        warnings.append(withheld)
     return Decision(
         outcome="pinned" if choice.zone else "unpinned",
         reason=str(choice.reason),
@@ -325,6 +363,39 @@ def _pin(
         capacity=choice.capacity,
         policy_name=policy_name,
     )
+
+
+def _policy(
+    gang: Gang,
+    namespace: str,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    zone: str | None,
+    record_zone: str | None,
+) -> tuple[str | None, list[Manifest], str | None]:
+    """The name of the gang's policy that covers a pod in ``zone`` (None when none does: no
+    policy mode, no zone yet in zone scope, or withheld), the policy to create when the view does
+    not hold it yet, and the warning when podium withholds it (``policies.withheld``)."""
+    kind = policies.policy_kind(settings.policy_mode)
+    if kind is None or (settings.policy_scope is PolicyScope.ZONE and not zone):
+        return None, [], None
+    crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
+    if (why := policies.withheld(settings, crd)) is not None:
+        return None, [], why
+    scoped = zone if settings.policy_scope is PolicyScope.ZONE else None
+    name = policies.policy_name(gang, scoped, record_zone=record_zone)
+    if view.get(*kind, namespace, name) is not None:
+        return name, [], None
+    built = policies.build_policy(
+        gang=gang,
+        namespace=namespace,
+        mode=settings.policy_mode,
+        scope=settings.policy_scope,
+        zone=zone,
+        record_zone=record_zone,
+    )
+    return name, [built] if built is not None else [], None
 
 
 def _scheduler_chooses(
@@ -369,7 +440,9 @@ def _group(
     policy later would mean relabelling running pods, which changes their Cilium identity under
     NCCL's open connections (docs/design.md, "zone chooser")."""
     policy_kind = policies.policy_kind(settings.policy_mode)
-    policy = policies.build_policy(gang=gang, namespace=namespace, mode=settings.policy_mode)
+    policy = policies.build_policy(
+        gang=gang, namespace=namespace, mode=settings.policy_mode, scope=PolicyScope.JOB, zone=None
+    )
     policy_name = policy["metadata"]["name"] if policy is not None else None
     annotations = {labels.ZONE: "", labels.REASON: podgroups.REASON}
     if policy_name is not None:

@@ -13,8 +13,11 @@ ENABLED = PREFIX + "enabled"
 JOB = PREFIX + "job"
 #: Pod or job annotation ``"true"``: leave this pod (or every pod of this job) alone.
 SKIP = PREFIX + "skip"
-#: Annotations podium writes on the pods it pins.
+#: The zone podium pinned a pod to: an annotation on every pod it admits (empty when unpinned),
+#: and a trusted label, like ``JOB``, on every pod of a gang whose zone is known (set at admission
+#: when podium pins it, by the reconciler once the pod is bound); zone-scoped policies select on it.
 ZONE = PREFIX + "zone"
+#: Annotations podium writes on the pods it pins.
 REASON = PREFIX + "reason"
 POLICY = PREFIX + "policy"
 #: Label on podium's own objects saying what they are (``decision`` or ``policy``).

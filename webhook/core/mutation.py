@@ -1,6 +1,7 @@
 """The pod after podium's decision, and the JSON Patch that turns the pod before into it. Pure.
 
-podium changes three places of a pod: one label, a few annotations and the node affinity. The
+podium changes three places of a pod: its trusted labels (the job, and the zone when it pins the
+pod), a few annotations and the node affinity. The
 patch names exactly those (``add`` where the member is new, ``replace`` where it exists), with
 keys escaped by ``jsonpointer``; a pod that already carries what podium would set gets no
 operation at all, so a reinvoked webhook answers with an empty patch. Only an affinity the pod
@@ -35,13 +36,18 @@ class Mutation(NamedTuple):
 def pin(
     pod: Obj, *, zone: str | None, gang_key: str, zone_label: str, annotations: Mapping[str, str]
 ) -> Mutation:
-    """``pod`` with the trusted job label, the annotations and, given a zone,
-    ``zone_label In [zone]`` required in *every* nodeSelectorTerm (terms are ORed, so one term
-    without it would let the pod escape the zone). ``pod`` itself is never mutated."""
+    """``pod`` with the trusted job label, the annotations and, given a zone, the trusted zone
+    label and ``zone_label In [zone]`` required in *every* nodeSelectorTerm (terms are ORed, so
+    one term without it would let the pod escape the zone). Without a zone, a zone label the pod
+    brought is removed: only podium says which zone a pod is in. ``pod`` itself is never
+    mutated."""
     out: Pod = dict(pod)
     ops: list[Op] = []
     meta, meta_ops = _child(out, "metadata", ops)
-    _merge(meta, "labels", {labels.JOB: gang_key}, meta_ops, "/metadata")
+    trusted = {labels.JOB: gang_key, **({labels.ZONE: zone} if zone is not None else {})}
+    _merge(meta, "labels", trusted, meta_ops, "/metadata")
+    if zone is None:
+        _drop(meta, "labels", labels.ZONE, meta_ops, "/metadata")
     _merge(meta, "annotations", annotations, meta_ops, "/metadata")
     if zone is not None:
         spec, spec_ops = _child(out, "spec", ops)
@@ -59,16 +65,17 @@ def pin(
 
 
 def without_trusted_label(pod: Obj) -> Mutation:
-    """``pod`` without podium's job label: a pod podium did not admit into a gang must not carry
-    it, or it would be let into that gang's policy."""
+    """``pod`` without podium's job and zone labels: a pod podium did not admit into a gang must
+    not carry them, or it would be let into that gang's policy (or claim a zone it is not in)."""
     meta = pod.get("metadata")
     if not (isinstance(meta, dict) and isinstance(meta.get("labels"), dict)):
         return Mutation(dict(pod), [])
-    if labels.JOB not in meta["labels"]:
+    found = [k for k in (labels.JOB, labels.ZONE) if k in meta["labels"]]
+    if not found:
         return Mutation(dict(pod), [])
-    kept = {k: v for k, v in meta["labels"].items() if k != labels.JOB}
-    path = f"/metadata/labels/{escape(labels.JOB)}"
-    return Mutation({**pod, "metadata": {**meta, "labels": kept}}, [{"op": "remove", "path": path}])
+    kept = {k: v for k, v in meta["labels"].items() if k not in found}
+    ops = [{"op": "remove", "path": f"/metadata/labels/{escape(k)}"} for k in found]
+    return Mutation({**pod, "metadata": {**meta, "labels": kept}}, ops)
 
 
 def _set(parent: dict[str, Any], key: str, value: Any, ops: list[Op], path: str) -> None:
@@ -89,6 +96,14 @@ def _child(parent: dict[str, Any], key: str, ops: list[Op]) -> tuple[dict[str, A
     fresh: dict[str, Any] = {}
     _set(parent, key, fresh, ops, "")
     return fresh, []
+
+
+def _drop(parent: dict[str, Any], key: str, member: str, ops: list[Op], path: str) -> None:
+    """Remove ``member`` from the string map ``parent[key]``, if it is there."""
+    current = parent.get(key)
+    if isinstance(current, dict) and member in current:
+        parent[key] = {k: v for k, v in current.items() if k != member}
+        ops.append({"op": "remove", "path": f"{path}/{escape(key)}/{escape(member)}"})
 
 
 def _merge(

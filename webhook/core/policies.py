@@ -1,17 +1,31 @@
-"""The objects podium creates for a gang: its decision record and its allow policy. Pure.
+"""The objects podium creates for a gang: its decision record and its allow policies. Pure.
 
-Both are named after the gang (``labels.object_name``), owned by the job so the garbage collector
+All are named after the gang (``labels.object_name``), owned by the job so the garbage collector
 removes them with it, and labelled as managed by podium so people and the reconciler find them.
+
+A gang's allow policy is scoped to the gang *and a zone* (``policy-scope: zone``, the default):
+its selector and its peers carry ``podium.dev/zone``, so it lets the gang's pods in one zone talk
+to each other and never opens traffic between zones, even for a gang whose pods ended up in
+several (unpinned, or placed by the scheduler). A gang has one such policy per zone its pods are
+known to run in; the one for the zone its decision record names is named like the record, any
+other one after the zone as well (``policy_name``). ``policy-scope: job`` keeps one job-wide
+policy, named like the record.
+
+Cilium before 1.16 has no ``enableDefaultDeny``: its CRD prunes the field, and podium's allow
+policy would then put the job's pods into default deny. ``withheld`` says when not to write it,
+from the installed CRD (``knows_default_deny``).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.core import labels
 from webhook.core.adapters.base import Gang
-from webhook.core.settings import PolicyMode
+from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 
 Manifest = dict[str, Any]
 
@@ -21,6 +35,16 @@ CILIUM_API_VERSION = "cilium.io/v2"
 CILIUM_KIND = "CiliumNetworkPolicy"
 K8S_POLICY_API_VERSION = "networking.k8s.io/v1"
 K8S_POLICY_KIND = "NetworkPolicy"
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CRD_KIND = "CustomResourceDefinition"
+#: The CRD whose schema says whether the installed Cilium knows ``enableDefaultDeny``.
+CILIUM_CRD = "ciliumnetworkpolicies.cilium.io"
+
+OLD_CILIUM_WARNING = (
+    f"podium wrote no {CILIUM_KIND}: the installed {CILIUM_CRD} CRD has no enableDefaultDeny "
+    "(Cilium < 1.16), so podium's allow policy would put the job's pods into default deny; "
+    "upgrade Cilium, or set old-cilium: create-policy to write it anyway"
+)
 
 
 def _metadata(gang: Gang, namespace: str, component: str) -> dict[str, Any]:
@@ -70,22 +94,56 @@ def build_record(
     return record
 
 
-def build_policy(*, gang: Gang, namespace: str, mode: PolicyMode) -> Manifest | None:
-    """Allow all traffic between the gang's own pods, and open nothing else.
+def _zone_slug(zone: str) -> str:
+    """A zone (a label value) as a piece of an object name: lowercase, ``-`` for the rest."""
+    return re.sub(r"[^a-z0-9]+", "-", zone.lower()).strip("-")[:63] or "zone"
+
+
+def policy_name(gang: Gang, zone: str | None = None, *, record_zone: str | None = None) -> str:
+    """The name of the gang's policy for ``zone``: the record's name for the job-wide policy
+    (``zone`` None) and for the zone the gang's record names; else one that also names the zone
+    (and hashes it with the gang, so no two zones or gangs share a name)."""
+    if zone is None or zone == record_zone:
+        return labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
+    return labels.object_name(
+        gang.owner.kind, f"{gang.owner.name}-{_zone_slug(zone)}", f"{gang.key}/{zone}"
+    )
+
+
+def build_policy(
+    *,
+    gang: Gang,
+    namespace: str,
+    mode: PolicyMode,
+    scope: PolicyScope,
+    zone: str | None,
+    record_zone: str | None = None,
+) -> Manifest | None:
+    """Allow all traffic between the gang's own pods in ``zone`` (``scope`` zone; None without a
+    zone, for there is nothing to scope to yet), or wherever they run (``scope`` job), and open
+    nothing else.
 
     All ports: NCCL's bootstrap and peer sockets use ephemeral ports, so a port list breaks it.
     Cilium: ``enableDefaultDeny`` off both ways, so the policy only adds an allow and never puts
     the pods into default-deny. A namespaced policy selects only pods of its own namespace.
-    Selecting on the per-gang label (not a per-pod one) keeps it to one identity per gang.
+    Selecting on per-gang labels (not a per-pod one) keeps it to one identity per gang and zone.
     """
-    peers = {"matchLabels": {labels.JOB: gang.key}}
+    if scope is PolicyScope.ZONE and not zone:
+        return None
+    where = zone if scope is PolicyScope.ZONE else None
+    peers = {"matchLabels": {labels.JOB: gang.key, **({labels.ZONE: where} if where else {})}}
+    metadata = _metadata(gang, namespace, "policy")
+    metadata["name"] = policy_name(gang, where, record_zone=record_zone)
+    if where:
+        metadata["labels"][labels.ZONE] = where
+    between = f"the pods of {gang.display}" + (f" in {where}" if where else "")
     if mode is PolicyMode.CILIUM:
         return {
             "apiVersion": CILIUM_API_VERSION,
             "kind": CILIUM_KIND,
-            "metadata": _metadata(gang, namespace, "policy"),
+            "metadata": metadata,
             "spec": {
-                "description": f"podium: traffic between the pods of {gang.display}",
+                "description": f"podium: traffic between {between}",
                 "endpointSelector": peers,
                 "enableDefaultDeny": {"ingress": False, "egress": False},
                 "ingress": [{"fromEndpoints": [peers]}],
@@ -96,7 +154,7 @@ def build_policy(*, gang: Gang, namespace: str, mode: PolicyMode) -> Manifest | 
         return {
             "apiVersion": K8S_POLICY_API_VERSION,
             "kind": K8S_POLICY_KIND,
-            "metadata": _metadata(gang, namespace, "policy"),
+            "metadata": metadata,
             "spec": {
                 "podSelector": peers,
                 "policyTypes": ["Ingress", "Egress"],
@@ -104,6 +162,87 @@ def build_policy(*, gang: Gang, namespace: str, mode: PolicyMode) -> Manifest | 
                 "egress": [{"to": [{"podSelector": peers}]}],
             },
         }
+    return None
+
+
+def build_policies(
+    *,
+    gang: Gang,
+    namespace: str,
+    mode: PolicyMode,
+    scope: PolicyScope,
+    zones: Iterable[str],
+    record_zone: str | None = None,
+) -> list[Manifest]:
+    """Every policy the gang needs: one per zone in ``zones`` (``scope`` zone), or the job-wide
+    one (``scope`` job); none in ``none`` mode."""
+    wanted: Iterable[str | None] = sorted(set(zones)) if scope is PolicyScope.ZONE else [None]
+    built = (
+        build_policy(
+            gang=gang, namespace=namespace, mode=mode, scope=scope, zone=z, record_zone=record_zone
+        )
+        for z in wanted
+    )
+    return [p for p in built if p is not None]
+
+
+def policy_zone(policy: Mapping[str, Any]) -> str | None:
+    """The zone one of podium's policies is scoped to (its selector's ``podium.dev/zone``); None
+    for a job-wide one."""
+    spec = policy.get("spec") or {}
+    selector = spec.get("endpointSelector") or spec.get("podSelector") or {}
+    zone = (
+        (selector.get("matchLabels") or {}).get(labels.ZONE)
+        if isinstance(selector, Mapping)
+        else None
+    )
+    return str(zone) if zone else None
+
+
+def knows_default_deny(crd: Mapping[str, Any]) -> bool:
+    """Whether the CiliumNetworkPolicy CRD's ``v2`` schema has ``spec.enableDefaultDeny``
+    (Cilium ≥ 1.16). Where it has not, the apiserver prunes the field from podium's policy."""
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        if not isinstance(version, Mapping) or version.get("name") != "v2":
+            continue
+        schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+        spec = (schema.get("properties") or {}).get("spec") or {}
+        return "enableDefaultDeny" in (spec.get("properties") or {})
+    return False
+
+
+def slim_crd(crd: Mapping[str, Any]) -> dict[str, Any]:
+    """The CRD as podium keeps it: its metadata and, per version, whether the schema has
+    ``spec.enableDefaultDeny`` (the CiliumNetworkPolicy CRD's whole schema is ~400 KB)."""
+    versions = []
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        if not isinstance(version, Mapping):
+            continue
+        kept = {k: version[k] for k in ("name", "served", "storage") if k in version}
+        if knows_default_deny({"spec": {"versions": [{**version, "name": "v2"}]}}):
+            field = {"enableDefaultDeny": {"type": "object"}}
+            kept["schema"] = {"openAPIV3Schema": {"properties": {"spec": {"properties": field}}}}
+        versions.append(kept)
+    meta = crd.get("metadata") or {}
+    return {
+        "apiVersion": crd.get("apiVersion", CRD_API_VERSION),
+        "kind": crd.get("kind", CRD_KIND),
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "spec": {"group": (crd.get("spec") or {}).get("group"), "versions": versions},
+    }
+
+
+def withheld(settings: Settings, crd: Mapping[str, Any] | None) -> str | None:
+    """Why podium must not write its CiliumNetworkPolicy (a warning), or None: in ``cilium``
+    mode, when the installed CRD (``crd``; None when podium has not seen one) lacks
+    ``enableDefaultDeny`` and ``old-cilium`` is ``skip-policy``."""
+    if (
+        settings.policy_mode is PolicyMode.CILIUM
+        and settings.old_cilium is OldCilium.SKIP_POLICY
+        and crd is not None
+        and not knows_default_deny(crd)
+    ):
+        return OLD_CILIUM_WARNING
     return None
 
 

@@ -24,6 +24,24 @@ class PolicyMode(StrEnum):
     NONE = "none"
 
 
+class PolicyScope(StrEnum):
+    #: One policy per gang and zone: the gang's pods in a zone may talk to the gang's pods in that
+    #: zone (selector and peers carry ``podium.dev/zone``). Never opens cross-zone traffic, even
+    #: for a gang whose pods ended up in several zones.
+    ZONE = "zone"
+    #: One policy for all the gang's pods, wherever they run: for a gang split across zones it
+    #: also allows the cross-zone traffic between them that the cluster's own policies deny.
+    JOB = "job"
+
+
+class OldCilium(StrEnum):
+    #: The installed CiliumNetworkPolicy CRD has no ``enableDefaultDeny`` (Cilium < 1.16): write
+    #: no CiliumNetworkPolicy, since there it would put the job's pods into default deny.
+    SKIP_POLICY = "skip-policy"
+    #: Write it anyway (the job's pods then reach only each other, as in ``kubernetes`` mode).
+    CREATE_POLICY = "create-policy"
+
+
 class Placement(StrEnum):
     #: Among zones where the whole gang fits, the one left with the least free capacity.
     BEST_FIT = "best-fit"
@@ -65,6 +83,10 @@ class Settings:
     )
     zone_label: str = labels.ZONE_LABEL
     policy_mode: PolicyMode = PolicyMode.CILIUM
+    #: What one allow policy covers: the gang's pods in one zone (default), or all of them.
+    policy_scope: PolicyScope = PolicyScope.ZONE
+    #: What ``cilium`` mode does where the installed CRD lacks ``enableDefaultDeny``.
+    old_cilium: OldCilium = OldCilium.SKIP_POLICY
     placement: Placement = Placement.BEST_FIT
     no_fit: NoFit = NoFit.PIN_MOST_FREE
     #: Who chooses a gang's zone: podium (and pins it), kube-scheduler (through a PodGroup), or
@@ -131,6 +153,8 @@ _SECONDS: dict[str, tuple[Callable[[float], bool], str]] = {
 def _coerce(key: str, value: Any) -> Any:
     enums: dict[str, type[StrEnum]] = {
         "policy_mode": PolicyMode,
+        "policy_scope": PolicyScope,
+        "old_cilium": OldCilium,
         "placement": Placement,
         "no_fit": NoFit,
         "zone_chooser": ZoneChooser,

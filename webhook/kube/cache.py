@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from webhook.core import adapters
+from webhook.core import adapters, policies
 from webhook.core.objects import EventType, Obj
 from webhook.core.view import ClusterView
 from webhook.kube import errors
@@ -39,6 +39,18 @@ from webhook.kube.protocols import Lister, Resource, WatchStream
 log = logging.getLogger("podium.cache")
 
 MANAGED = "app.kubernetes.io/managed-by=podium"
+
+#: The installed CiliumNetworkPolicy CRD, one object (kept slim: ``policies.slim_crd``): whether
+#: its schema knows ``enableDefaultDeny`` decides whether podium may write its policy at all.
+#: Optional: a cluster without Cilium, or RBAC without the rule, must not hold readiness back.
+CILIUM_CRD = Resource(
+    policies.CRD_API_VERSION,
+    policies.CRD_KIND,
+    "customresourcedefinitions",
+    namespaced=False,
+    field_selector=f"metadata.name={policies.CILIUM_CRD}",
+    optional=True,
+)
 
 #: Everything a decision reads: the cluster's shape, what the framework adapters read (the jobs
 #: that own training pods and the objects between; each adapter declares its own), and
@@ -53,6 +65,7 @@ WATCHED: tuple[Resource, ...] = (
         "cilium.io/v2", "CiliumNetworkPolicy", "ciliumnetworkpolicies", label_selector=MANAGED
     ),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", label_selector=MANAGED),
+    CILIUM_CRD,
 )
 
 
@@ -72,6 +85,8 @@ def slim(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
     """
     obj["apiVersion"] = resource.api_version
     obj["kind"] = resource.kind
+    if resource.kind == policies.CRD_KIND:
+        return policies.slim_crd(obj)
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
@@ -171,7 +186,7 @@ class WatchCache:
         return [
             f"{r.name}: {s.error}" if s.error else r.name
             for r, s in self._status.items()
-            if s.state == "pending"
+            if s.state == "pending" and not r.optional
         ]
 
     def absent(self) -> list[str]:
@@ -354,7 +369,7 @@ class WatchCache:
         self._status[resource].error = error
 
     def _update_ready(self) -> None:
-        if all(s.state != "pending" for s in self._status.values()):
+        if all(s.state != "pending" or r.optional for r, s in self._status.items()):
             if not self.ready.is_set():
                 log.info("cache synced (%d resources absent)", len(self.absent()))
             self.ready.set()

@@ -359,6 +359,8 @@ class KubeLister:
             query["continue"] = continue_
         if resource.label_selector:
             query["labelSelector"] = resource.label_selector
+        if resource.field_selector:
+            query["fieldSelector"] = resource.field_selector
         doc = self._transport.request("GET", where, query=query, timeout=self.timeout)
         meta = doc.get("metadata") or {}
         items = doc.get("items")
@@ -382,6 +384,8 @@ class KubeLister:
         }
         if resource.label_selector:
             query["labelSelector"] = resource.label_selector
+        if resource.field_selector:
+            query["fieldSelector"] = resource.field_selector
         # The server ends the watch after timeout_seconds; a read that hangs far longer than
         # that (bookmarks come about once a minute) means a dead connection.
         read_timeout = float(timeout_seconds) + self.timeout

@@ -30,6 +30,10 @@ class Resource:
     plural: str
     namespaced: bool = True
     label_selector: str | None = None
+    #: e.g. ``metadata.name=x``: one object of a kind whose other objects podium does not need.
+    field_selector: str | None = None
+    #: Readiness does not wait for it (a failing list is retried, but admissions go on).
+    optional: bool = False
 
     @property
     def group(self) -> str:

@@ -90,11 +90,20 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _selected(obj: Obj, selector: str | None) -> bool:
-    """Whether ``obj``'s labels match ``selector`` (``k=v`` terms, all of them)."""
+def _selected(obj: Obj, selector: str | None, fields: str | None = None) -> bool:
+    """Whether ``obj``'s labels match ``selector`` (``k=v`` terms, all of them), and its
+    metadata the field selector ``fields`` (``metadata.name=…``, ``metadata.namespace=…``)."""
+    meta = obj.get("metadata") or {}
+    for term in (fields or "").split(",") if fields else ():
+        path, sep, value = term.partition("=")
+        field = path.strip().removeprefix("metadata.")
+        if not sep or field not in ("name", "namespace") or path.strip() == field:
+            raise ValueError(f"the twin understands metadata.name/namespace=v only, not {term!r}")
+        if str(meta.get(field) or "") != value.removeprefix("=").strip():
+            return False
     if not selector:
         return True
-    have = (obj.get("metadata") or {}).get("labels") or {}
+    have = meta.get("labels") or {}
     for term in selector.split(","):
         key, sep, value = term.partition("=")
         if not sep or key.endswith("!"):
@@ -111,12 +120,12 @@ class _Change:
     old: Obj | None
     new: Obj
 
-    def seen_by(self, selector: str | None) -> str | None:
-        """The event type a watch with ``selector`` sees for this change, if any."""
-        now = _selected(self.new, selector)
+    def seen_by(self, selector: str | None, fields: str | None = None) -> str | None:
+        """The event type a watch with ``selector`` (and ``fields``) sees for this change."""
+        now = _selected(self.new, selector, fields)
         if self.type != "MODIFIED":
             return self.type if now else None
-        was = self.old is not None and _selected(self.old, selector)
+        was = self.old is not None and _selected(self.old, selector, fields)
         if was and now:
             return "MODIFIED"
         if now:
@@ -303,7 +312,7 @@ class Store:
         for stream in self._streams:
             if stream.closed or _stream_key(stream.resource) != which:
                 continue
-            seen = change.seen_by(stream.resource.label_selector)
+            seen = change.seen_by(stream.resource.label_selector, stream.resource.field_selector)
             if seen is not None:
                 stream.put(WatchEvent(seen, _copy(change.new)))
 
@@ -312,7 +321,12 @@ class Store:
         selected = self.select(
             resource.group, resource.kind, namespace=None, label_selector=resource.label_selector
         )
-        return [dict(obj) for obj in selected if obj.get("apiVersion") == resource.api_version]
+        return [
+            dict(obj)
+            for obj in selected
+            if obj.get("apiVersion") == resource.api_version
+            and _selected(obj, None, resource.field_selector)
+        ]
 
     def watch(self, resource: Resource, resource_version: str, timeout: float) -> _Stream:
         with self.lock:
@@ -323,7 +337,7 @@ class Store:
             else:
                 replay = []
                 for change in self._history.get(which, ()):
-                    seen = change.seen_by(resource.label_selector)
+                    seen = change.seen_by(resource.label_selector, resource.field_selector)
                     if change.resource_version > since and seen is not None:
                         replay.append(WatchEvent(seen, _copy(change.new)))
                 stream = _Stream(resource, replay, timeout)

@@ -5,16 +5,27 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
 
     split-zones     the job's bound pods run in more than one zone
     no-policy       podium admitted the job's pods but its allow policy does not exist
-    deny-rule       a Cilium deny rule (CNP or CCNP ingressDeny/egressDeny) selects the job's pods;
-                    deny wins over any allow, so only co-location keeps the job's traffic alive
-    default-deny    a CNP/CCNP puts the job's pods into default-deny and no policy allows the
-                    job's own peers on all ports
+    deny-rule       a Cilium deny rule (CNP or CCNP ingressDeny/egressDeny) denies traffic
+                    between two of the job's pods, on some port; deny wins over any allow
+    default-deny    a CNP, CCNP or NetworkPolicy puts the job's pods into default deny in a
+                    direction and no policy allows the traffic between two of them on every port
     host-network    a training pod uses hostNetwork: pod network policy does not cover it
     not-pinned      a training pod in an opted-in namespace has no podium.dev/zone: podium was
                     down or failed open when it was created
     copied-label    a pod carries the job's podium.dev/job label although its controller chain
                     does not lead to the job (created with a copied label while podium was
                     down): the job's allow policy selects it
+
+The deny-rule and default-deny checks judge every pair of the job's pods as Cilium's policy
+engine does (``policyjudge``; ``tests/cilium/test_doctor_agrees.py`` holds them to Cilium's own
+engine). And for the cluster as a whole:
+
+    old-cilium      the installed ciliumnetworkpolicies CRD has no enableDefaultDeny (Cilium <
+                    1.16): podium writes no CiliumNetworkPolicy there (old-cilium: skip-policy),
+                    or writes one that puts the job's pods into default deny (create-policy)
+    identity-labels cilium-config ``labels`` leaves podium.dev/job (or, in zone scope,
+                    podium.dev/zone) out of pod identities: podium's policies select no pod; the
+                    finding gives the exact ``labels`` value to set
 """
 
 from __future__ import annotations
@@ -26,12 +37,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, engine, labels, policies, selectors
+from webhook.core import adapters, engine, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
-from webhook.core.settings import PolicyMode, Settings
+from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import cache, errors
+from webhook.ops import policyjudge
 from webhook.serve import reconciler
 
 if TYPE_CHECKING:
@@ -45,13 +57,16 @@ Check = Literal[
     "host-network",
     "not-pinned",
     "copied-label",
+    "old-cilium",
+    "identity-labels",
 ]
 
 CILIUM = "cilium.io"
 CNP, CCNP = "CiliumNetworkPolicy", "CiliumClusterwideNetworkPolicy"
-NS_LABEL = "io.kubernetes.pod.namespace"
-NS_LABELS_PREFIX = "io.cilium.k8s.namespace.labels."
-SA_LABEL = "io.cilium.k8s.policy.serviceaccount"
+#: Cilium's agent configuration: its ``labels`` key is the identity label filter.
+CILIUM_CONFIG = ("kube-system", "cilium-config")
+#: What to add to a whitelist ``labels`` so that podium's keys are identity-relevant.
+PODIUM_LABELS = "k8s:" + labels.PREFIX
 
 FIXES: Mapping[Check, str] = {
     "split-zones": "delete the job's pods (or re-create the job) without podium.dev/skip so podium "
@@ -60,8 +75,11 @@ FIXES: Mapping[Check, str] = {
     "and that the policy CRD is installed",
     "deny-rule": "exempt the job's pods from the rule (e.g. a podium.dev/job DoesNotExist "
     "requirement) or make sure it cannot match traffic between them; keep the job in one zone",
-    "default-deny": "allow the job's own pods on all ports (podium's allow policy does this) or "
-    "set enableDefaultDeny to false",
+    "default-deny": "allow the job's own pods on all ports (podium's allow policy does this for "
+    "the pods of one zone) or set enableDefaultDeny to false; keep the job in one zone",
+    "old-cilium": "upgrade Cilium to 1.16 or later; until then use policy-mode: kubernetes (which "
+    "isolates the job) or none",
+    "identity-labels": "set cilium-config labels as the finding says and restart the Cilium agents",
     "host-network": "run training pods without hostNetwork, or secure their traffic another way: "
     "pod policies do not apply to them",
     "copied-label": "podium's reconciler removes the label within one pass "
@@ -78,10 +96,12 @@ class Finding:
     job: str
     detail: str
     pods: tuple[str, ...] = ()
+    #: A fix for this finding in particular (e.g. the exact value to set), else the check's.
+    remedy: str | None = None
 
     @property
     def fix(self) -> str:
-        return FIXES[self.check]
+        return self.remedy or FIXES[self.check]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -122,113 +142,24 @@ class JobVerdict:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Diagnosis:
     jobs: tuple[JobVerdict, ...]
+    #: Findings about the cluster as a whole (``old-cilium``, ``identity-labels``).
+    cluster: tuple[Finding, ...] = ()
 
     @property
     def findings(self) -> list[Finding]:
-        return [f for j in self.jobs for f in j.findings]
+        return [*self.cluster, *(f for j in self.jobs for f in j.findings)]
 
     @property
     def ok(self) -> bool:
-        return all(j.ok for j in self.jobs)
+        return not self.cluster and all(j.ok for j in self.jobs)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "cluster": [f.as_dict() for f in self.cluster],
             "jobs": [j.as_dict() for j in self.jobs],
             "findings": [f.as_dict() for f in self.findings],
         }
-
-
-# -- selectors as Cilium evaluates them ------------------------------------------------------
-
-
-def _strip_source(key: str) -> str:
-    """``k8s:app`` and ``any:app`` both mean the label ``app`` (of pod or namespace)."""
-    for prefix in ("k8s:", "any:"):
-        if key.startswith(prefix):
-            return key[len(prefix) :]
-    return key
-
-
-def endpoint_labels(pod: Obj, namespace_obj: Obj | None) -> dict[str, str]:
-    """The labels Cilium's identity of a pod carries: its own, its namespace's name and labels,
-    its service account."""
-    meta = pod.get("metadata") or {}
-    out = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    out[NS_LABEL] = str(meta.get("namespace") or "")
-    ns_labels = ((namespace_obj or {}).get("metadata") or {}).get("labels") or {}
-    out.update({NS_LABELS_PREFIX + str(k): str(v) for k, v in ns_labels.items()})
-    out[SA_LABEL] = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
-    return out
-
-
-def selects(selector: Any, endpoint: Mapping[str, str]) -> bool:
-    """A label selector (matchLabels + matchExpressions, ANDed); ``{}`` selects everything."""
-    if not isinstance(selector, Mapping):
-        return False
-    for raw, value in (selector.get("matchLabels") or {}).items():
-        key = _strip_source(str(raw))
-        if key.startswith("reserved:") or endpoint.get(key) != str(value):
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        if not isinstance(expr, Mapping):
-            return False
-        value = endpoint.get(_strip_source(str(expr.get("key") or "")))
-        values = [str(v) for v in expr.get("values") or []]
-        if not selectors.matches_requirement(expr.get("operator"), value, values):
-            return False
-    return True
-
-
-def _rules(policy: Obj) -> list[Mapping[str, Any]]:
-    """A Cilium policy's rules: ``spec`` and/or every entry of ``specs``."""
-    out = [policy["spec"]] if isinstance(policy.get("spec"), Mapping) else []
-    out += [s for s in policy.get("specs") or [] if isinstance(s, Mapping)]
-    return out
-
-
-def _namespace_scoped(policy: Obj, rule_selector: Any) -> Any:
-    """A namespaced CNP selects (and by default peers with) pods of its own namespace only."""
-    if policy.get("kind") != CNP or not isinstance(rule_selector, Mapping):
-        return rule_selector
-    ns = str((policy.get("metadata") or {}).get("namespace") or "")
-    labels_ = {**(rule_selector.get("matchLabels") or {}), NS_LABEL: ns}
-    return {**rule_selector, "matchLabels": labels_}
-
-
-def _selects_rule(policy: Obj, rule: Mapping[str, Any], endpoint: Mapping[str, str]) -> bool:
-    return selects(_namespace_scoped(policy, rule.get("endpointSelector")), endpoint)
-
-
-def _allows_peers(
-    policy: Obj, rule: Mapping[str, Any], direction: str, peers: Sequence[Mapping[str, str]]
-) -> bool:
-    """Does the rule allow the job's pods in ``direction`` from/to every other member, on all
-    ports? (NCCL uses ephemeral ports: a port list is not enough.)"""
-    key, entities = (
-        ("fromEndpoints", "fromEntities")
-        if direction == "ingress"
-        else ("toEndpoints", "toEntities")
-    )
-    for item in rule.get(direction) or []:
-        if not isinstance(item, Mapping) or item.get("toPorts"):
-            continue
-        if set(item.get(entities) or []) & {"all", "cluster"}:
-            return True
-        for selector in item.get(key) or []:
-            scoped = _namespace_scoped(policy, selector)
-            if peers and all(selects(scoped, p) for p in peers):
-                return True
-    return False
-
-
-def _default_deny(rule: Mapping[str, Any], direction: str) -> bool:
-    """Cilium: rules in a direction put the selected pods into default-deny in it, unless
-    ``enableDefaultDeny.<direction>`` is false."""
-    if not rule.get(direction) and not rule.get(direction + "Deny"):
-        return False
-    setting = (rule.get("enableDefaultDeny") or {}).get(direction)
-    return setting is not False
 
 
 # -- the diagnosis ---------------------------------------------------------------------------
@@ -265,13 +196,17 @@ def diagnose(
     Kubernetes network policies. ``progress(n)`` is told every pod it has looked at."""
     everything = list(objects)
     view = ClusterView.from_objects(everything, zone_label=settings.zone_label)
-    cilium = [o for o in everything if group_of(str(o.get("apiVersion", ""))) == CILIUM]
-    managed_policies = {
-        (str((o.get("metadata") or {}).get("namespace") or ""), _name(o))
-        for o in everything
-        if o.get("kind") in (CNP, policies.K8S_POLICY_KIND)
-        and ((o.get("metadata") or {}).get("labels") or {}).get(labels.MANAGED_BY) == labels.MANAGER
-    }
+    crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
+    config = view.get("v1", "ConfigMap", *CILIUM_CONFIG)
+    keep = policyjudge.LabelFilter(
+        str((config.get("data") or {}).get("labels") or "") or None if config else None
+    )
+    namespaces = {_name(o): o for o in everything if o.get("kind") == "Namespace"}
+    network = policyjudge.Policies.parse(
+        everything, namespaces, default_deny_known=crd is None or policies.knows_default_deny(crd)
+    )
+    cluster = _cluster_findings(settings, crd, config, keep)
+    managed_policies = _managed(everything, settings)
     pods = [
         o
         for o in everything
@@ -291,7 +226,16 @@ def diagnose(
             progress(i)
     copied = _copied_labels(view, settings, namespace)
     verdicts = [
-        _judge(job, view, settings, cilium, managed_policies, copied.pop(key, []))
+        _judge(
+            job,
+            view,
+            settings,
+            network,
+            keep,
+            managed_policies,
+            copied.pop(key, []),
+            withheld=policies.withheld(settings, crd) is not None,
+        )
         for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
     ]
     for (ns, key), found in sorted(copied.items()):  # gangs none of whose own pods are left
@@ -301,7 +245,65 @@ def diagnose(
         detail = "; ".join(f"{_name(p)}: {why}" for p, why in found)
         finding = Finding("copied-label", ns, name, detail, names)
         verdicts.append(JobVerdict(ns, name, key, 0, (), (finding,)))
-    return Diagnosis(tuple(verdicts))
+    return Diagnosis(tuple(verdicts), cluster)
+
+
+def _managed(everything: Sequence[Obj], settings: Settings) -> set[tuple[str, str, str | None]]:
+    """(namespace, gang, zone — None for a job-wide one) of every policy podium manages in the
+    policy mode's kind."""
+    kind = policies.policy_kind(settings.policy_mode)
+    out: set[tuple[str, str, str | None]] = set()
+    for obj in everything:
+        meta = obj.get("metadata") or {}
+        found = meta.get("labels") or {}
+        if (obj.get("apiVersion"), obj.get("kind")) != kind or found.get(
+            labels.MANAGED_BY
+        ) != labels.MANAGER:
+            continue
+        zone = found.get(labels.ZONE) or policies.policy_zone(obj)
+        out.add((str(meta.get("namespace") or ""), str(found.get(labels.JOB) or ""), zone))
+    return out
+
+
+def _cluster_findings(
+    settings: Settings,
+    crd: Obj | None,
+    config: Obj | None,
+    keep: policyjudge.LabelFilter,
+) -> tuple[Finding, ...]:
+    out = []
+    if (
+        settings.policy_mode is PolicyMode.CILIUM
+        and crd is not None
+        and not policies.knows_default_deny(crd)
+    ):
+        what = (
+            "podium writes no CiliumNetworkPolicy (old-cilium: skip-policy): the jobs' own "
+            "traffic is allowed only where the cluster's policies allow it"
+            if settings.old_cilium is OldCilium.SKIP_POLICY
+            else "podium's CiliumNetworkPolicies (old-cilium: create-policy) put every job's pods "
+            "into default deny both ways: other pods, DNS and monitoring cannot reach them"
+        )
+        detail = (
+            f"the installed {policies.CILIUM_CRD} CRD has no enableDefaultDeny (Cilium < 1.16): "
+            + what
+        )
+        out.append(Finding("old-cilium", "", "(cluster)", detail))
+    needed = [labels.JOB, *([labels.ZONE] if settings.policy_scope is PolicyScope.ZONE else [])]
+    if config is not None and settings.policy_mode is not PolicyMode.NONE:
+        fixed = keep.fixed(needed, PODIUM_LABELS)
+        if fixed is not None:
+            dropped = ", ".join(k for k in needed if not keep.keeps(k))
+            detail = (
+                f"cilium-config labels {keep.value!r} leave {dropped} out of pod identities: "
+                "podium's policies select no pod"
+            )
+            remedy = (
+                f'set labels: "{fixed}" in ConfigMap {CILIUM_CONFIG[0]}/{CILIUM_CONFIG[1]} '
+                "and restart the Cilium agents"
+            )
+            out.append(Finding("identity-labels", "", "(cluster)", detail, (), remedy))
+    return tuple(out)
 
 
 def _copied_labels(
@@ -332,9 +334,12 @@ def _judge(
     job: _Job,
     view: ClusterView,
     settings: Settings,
-    cilium: Sequence[Obj],
-    managed_policies: set[tuple[str, str]],
+    network: policyjudge.Policies,
+    keep: policyjudge.LabelFilter,
+    managed_policies: set[tuple[str, str, str | None]],
     copied: Sequence[tuple[Obj, str]] = (),
+    *,
+    withheld: bool = False,
 ) -> JobVerdict:
     ns, gang = job.namespace, job.gang
     findings: list[Finding] = []
@@ -375,15 +380,8 @@ def _judge(
         for p in job.pods
         if ((p.get("metadata") or {}).get("labels") or {}).get(labels.JOB) == gang.key
     ]
-    name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
-    if (
-        opted_in
-        and admitted
-        and settings.policy_mode is not PolicyMode.NONE
-        and (ns, name) not in managed_policies
-    ):
-        kind = policies.policy_kind(settings.policy_mode)
-        find("no-policy", f"{kind[1] if kind else 'policy'} {name} does not exist", admitted)
+    if opted_in and admitted and settings.policy_mode is not PolicyMode.NONE and not withheld:
+        _check_coverage(job, view, settings, admitted, managed_policies, find)
 
     if copied:
         why = "; ".join(f"{_name(p)}: {reason}" for p, reason in copied)
@@ -396,54 +394,53 @@ def _judge(
     if hosts:
         find("host-network", f"{len(hosts)} pod(s) use hostNetwork", hosts)
 
-    endpoints = [endpoint_labels(p, ns_obj) for p in job.pods]
-    _check_cilium(job, cilium, endpoints, find)
+    members = [(_name(p), policyjudge.identity(p, ns_obj, keep)) for p in job.pods]
+    by_name = {_name(p): p for p in job.pods}
+    for cut in policyjudge.job_cuts(network, members):
+        where = policyjudge.describe(cut.ports)
+        if cut.by == "deny-rule":
+            detail = (
+                f"{', '.join(cut.sources)} deny(s) {cut.direction} traffic between the job's "
+                f"pods ({where}); a deny wins over any allow"
+            )
+        else:
+            detail = (
+                f"{', '.join(cut.sources)} put(s) the job's pods into {cut.direction} default "
+                f"deny and no policy allows the traffic between them ({where})"
+            )
+        find(cut.by, detail, [by_name[n] for n in cut.pods])  # type: ignore[arg-type]
     zones = tuple(sorted(by_zone))
     return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings))
 
 
-def _check_cilium(
+def _check_coverage(
     job: _Job,
-    cilium: Sequence[Obj],
-    endpoints: Sequence[Mapping[str, str]],
+    view: ClusterView,
+    settings: Settings,
+    admitted: Sequence[Obj],
+    managed_policies: set[tuple[str, str, str | None]],
     find: Callable[[Check, str, Iterable[Obj]], None],
 ) -> None:
-    relevant = [
-        p
-        for p in cilium
-        if p.get("kind") == CCNP
-        or (p.get("kind") == CNP and (p.get("metadata") or {}).get("namespace") == job.namespace)
-    ]
-    deny_needs: dict[str, list[str]] = {"ingress": [], "egress": []}
-    allowed = {"ingress": False, "egress": False}
-    for policy in relevant:
-        label = f"{policy.get('kind')} {_name(policy)}"
-        for rule in _rules(policy):
-            selected = [
-                p
-                for p, e in zip(job.pods, endpoints, strict=True)
-                if _selects_rule(policy, rule, e)
-            ]
-            if not selected:
-                continue
-            denies = [d for d in ("ingressDeny", "egressDeny") if rule.get(d)]
-            if denies:
-                find(
-                    "deny-rule", f"{label} has {' and '.join(denies)} and selects the job", selected
-                )
-            for direction in ("ingress", "egress"):
-                if _allows_peers(policy, rule, direction, endpoints):
-                    allowed[direction] = True
-                if _default_deny(rule, direction):
-                    deny_needs[direction].append(label)
-    for direction, sources in deny_needs.items():
-        if sources and not allowed[direction]:
-            find(
-                "default-deny",
-                f"{', '.join(sorted(set(sources)))} put(s) the job's pods into {direction} "
-                f"default-deny and no policy allows the job's own pods on all ports",
-                job.pods,
-            )
+    """Every admitted pod is selected by one of podium's policies: the job-wide one, or the one
+    of the zone the pod carries (a bound pod without its zone label waits for the reconciler)."""
+    ns, key = job.namespace, job.gang.key
+    if (ns, key, None) in managed_policies:
+        return
+    kind = policies.policy_kind(settings.policy_mode)
+    what = kind[1] if kind else "policy"
+    uncovered: dict[str, list[Obj]] = collections.defaultdict(list)
+    for pod in admitted:
+        zone = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.ZONE)
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if zone and (ns, key, zone) not in managed_policies:
+            uncovered[f"no {what} of podium covers its pods in {zone}"].append(pod)
+        elif not zone and bound and settings.policy_scope is PolicyScope.ZONE:
+            uncovered[
+                f"bound pod(s) without {labels.ZONE}: no zone-scoped {what} selects them until "
+                "the reconciler labels them"
+            ].append(pod)
+    for detail, pods in sorted(uncovered.items()):
+        find("no-policy", detail, pods)
 
 
 # -- presentation ------------------------------------------------------------------------------
@@ -453,6 +450,8 @@ def table(diagnosis: Diagnosis) -> Table:
     out = Table(title=f"podium doctor: {len(diagnosis.jobs)} training job(s)")
     for column in ("namespace", "job", "pods", "zones", "verdict", "finding", "fix"):
         out.add_column(column, overflow="fold")
+    for f in diagnosis.cluster:
+        out.add_row("-", f.job, "-", "-", "[red]broken[/]", f"{f.check}: {f.detail}", f.fix)
     for job in diagnosis.jobs:
         zones = ", ".join(job.zones) or "-"
         if job.ok:
@@ -480,8 +479,20 @@ CLUSTERWIDE = ("Namespace", "Node", CCNP)
 
 
 def kinds_to_read() -> list[tuple[str, str]]:
-    kinds = [(r.api_version, r.kind) for r in cache.WATCHED if r.kind != "ConfigMap"]
+    kinds = [
+        (r.api_version, r.kind)
+        for r in cache.WATCHED
+        if r.kind != "ConfigMap" and r is not cache.CILIUM_CRD
+    ]
     return [*kinds, ("cilium.io/v2", CCNP)]
+
+
+#: Single objects ``diagnose`` reads: the installed CiliumNetworkPolicy CRD (does it know
+#: enableDefaultDeny?) and Cilium's agent configuration (its identity label filter).
+SINGLE_OBJECTS = (
+    (policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD),
+    ("v1", "ConfigMap", *CILIUM_CONFIG),
+)
 
 
 async def collect(
@@ -501,4 +512,12 @@ async def collect(
             out.extend(await api.list(api_version, kind, namespace=scope))
         except errors.NotFound:
             continue
+    for api_version, kind, ns, name in SINGLE_OBJECTS:
+        if on_kind is not None:
+            on_kind(kind)
+        try:  # absent (no Cilium) or not readable: the checks that need it are skipped
+            found = await api.get(api_version, kind, ns, name)
+        except errors.ApiError:
+            continue
+        out.append(policies.slim_crd(found) if kind == policies.CRD_KIND else found)
     return out

@@ -24,6 +24,15 @@ also looks at the pods carrying the label in opted-in namespaces (``plan_labels`
 the pod's controller chain does not lead to (``engine.disowned_label``) is removed — a merge
 patch by podium's own user, which the UPDATE guard lets remove exactly such a label — audited,
 and reported as a ``JobLabelRemoved`` Event on the pod.
+
+Zone-scoped policies (``policy-scope: zone``, ``policies``) select the gang's pods by
+``podium.dev/zone`` too. A pod podium pinned carries the label from admission; a pod whose zone
+was not known then (unpinned, or admitted before podium wrote the label) gets it here, once it
+is bound, from its node's zone (``label``: a merge patch by podium's own user, which the UPDATE
+guard allows for exactly that value), and the gang gets a policy for every zone its pods are in.
+A job-wide policy (written before zone scoping, or under ``policy-scope: job``) is narrowed to
+the zone-scoped form only once every bound pod of the gang carries its zone, so that no running
+pod is left outside the gang's policy; until then it stays as it is.
 """
 
 from __future__ import annotations
@@ -38,12 +47,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, engine, labels, policies
+from webhook.core import adapters, engine, labels, policies, records
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
-from webhook.core.settings import PolicyMode, Settings
-from webhook.core.view import ClusterView
+from webhook.core.settings import PolicyMode, PolicyScope, Settings
+from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import errors, protocols
 from webhook.serve import audit
 
@@ -52,7 +61,7 @@ log = logging.getLogger("podium.reconciler")
 #: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
 ORPHAN_SINCE = labels.PREFIX + "orphan-since"
 
-Verb = Literal["create", "repair", "mark", "unmark", "delete", "unlabel"]
+Verb = Literal["create", "repair", "mark", "unmark", "delete", "unlabel", "label"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -275,32 +284,110 @@ def _plan_gang(
             decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
         )
         actions.append(act("create", "missing-record", "the decision record was gone", manifest))
-    expected = policies.build_policy(gang=found, namespace=namespace, mode=settings.policy_mode)
-    if expected is None:
-        return actions
-    policy = next(
-        (
-            o
-            for o in objects
-            if (o.get("kind"), _meta(o).get("name"))
-            == (expected["kind"], expected["metadata"]["name"])
-        ),
-        None,
+    recorded = records.parse_record(record) if record is not None else None
+    record_zone = recorded.zone if recorded is not None else zone
+    scope = settings.policy_scope
+    if recorded is not None and recorded.chooser == "scheduler":
+        scope = PolicyScope.JOB  # the scheduler's gangs keep a job-wide policy (engine._group)
+    return actions + _plan_policies(
+        view, settings, namespace, found, members, objects, record_zone, scope, act
     )
-    if policy is None:
-        actions.append(act("create", "missing-policy", "the allow policy was missing", expected))
-    elif policy.get("spec") != expected["spec"]:
-        diff = merge_diff(policy.get("spec") or {}, expected["spec"])
-        patch = {"metadata": {"resourceVersion": _meta(policy).get("resourceVersion")}}
-        actions.append(
-            act(
-                "repair",
-                "policy-drifted",
-                f"spec fields edited: {', '.join(sorted(diff))}",
-                dict(policy),
-                {**patch, "spec": diff},
+
+
+def _zone_of(pod: Obj) -> str | None:
+    return ((_meta(pod).get("labels") or {}).get(labels.ZONE)) or None
+
+
+def _plan_policies(
+    view: ClusterView,
+    settings: Settings,
+    namespace: str,
+    gang: Gang,
+    members: Sequence[Obj],
+    objects: Sequence[Obj],
+    record_zone: str | None,
+    scope: PolicyScope,
+    act: Callable[..., Action],
+) -> list[Action]:
+    """The gang's allow policies: in zone scope, first the zone label of every bound pod that
+    lacks it; then every policy the gang needs created or repaired, and the ones it no longer
+    needs deleted — except that a job-wide policy is not narrowed while a pod it covers has no
+    zone label yet (``waiting``)."""
+    kind = policies.policy_kind(settings.policy_mode)
+    crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
+    if kind is None or policies.withheld(settings, crd) is not None:
+        return []  # no policy mode, or an old Cilium: podium writes no policy (doctor says so)
+    actions: list[Action] = []
+    zones = {record_zone} if record_zone else set()
+    waiting = 0
+    for pod in members:
+        meta, spec = _meta(pod), pod.get("spec") or {}
+        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            continue
+        have = _zone_of(pod)
+        node = view.node(str(spec.get("nodeName") or ""))
+        truth = node.zone if node is not None else None
+        if scope is PolicyScope.ZONE and truth and have != truth:
+            if engine.disowned_label(pod, namespace, view) is not None:
+                continue  # a copied job label: plan_labels removes it
+            actions.append(
+                act(
+                    "label",
+                    "zone-known",
+                    f"labelled pod {meta.get('name')} {labels.ZONE}={truth}, the zone of its "
+                    f"node {node.name if node else '?'}" + (f" (was {have})" if have else ""),
+                    {**pod, "apiVersion": "v1", "kind": "Pod"},
+                    {"metadata": {"uid": meta.get("uid"), "labels": {labels.ZONE: truth}}},
+                )
             )
+            waiting += 1
+        elif not have and (meta.get("annotations") or {}).get(labels.ZONE):
+            waiting += 1  # pinned before podium labelled zones: labelled once it is bound
+        if truth or have:
+            zones.add(str(truth or have))
+    expected = policies.build_policies(
+        gang=gang,
+        namespace=namespace,
+        mode=settings.policy_mode,
+        scope=scope,
+        zones=zones,
+        record_zone=record_zone,
+    )
+    existing = {
+        str(_meta(o).get("name")): o
+        for o in objects
+        if (o.get("apiVersion"), o.get("kind")) == kind
+    }
+    for want in expected:
+        name = want["metadata"]["name"]
+        have_policy = existing.pop(name, None)
+        if have_policy is None:
+            actions.append(act("create", "missing-policy", "the allow policy was missing", want))
+            continue
+        # podium's own word on what an object covers is its zone label (the selector may have
+        # been edited): a job-wide one is narrowed only once no pod waits for its zone label.
+        was, scoped = _zone_of(have_policy), policies.policy_zone(want)
+        if have_policy.get("spec") == want["spec"] or (was is None and scoped and waiting):
+            continue
+        diff = merge_diff(have_policy.get("spec") or {}, want["spec"])
+        head: dict[str, Any] = {"resourceVersion": _meta(have_policy).get("resourceVersion")}
+        if (_meta(have_policy).get("labels") or {}) != want["metadata"]["labels"]:
+            head["labels"] = merge_diff(
+                _meta(have_policy).get("labels") or {}, want["metadata"]["labels"]
+            )
+        reason, detail = (
+            ("policy-scope", f"scoped to the gang's pods in {scoped}" if scoped else "job-wide")
+            if was != scoped
+            else ("policy-drifted", f"spec fields edited: {', '.join(sorted(diff))}")
         )
+        actions.append(
+            act("repair", reason, detail, dict(have_policy), {"metadata": head, "spec": diff})
+        )
+    for name, stale in sorted(existing.items()):
+        if _zone_of(stale) is None and scope is PolicyScope.ZONE and waiting:
+            continue  # a job-wide policy still covers pods that have no zone label yet
+        detail = f"{stale.get('kind')} {name} is not one the gang needs ({scope} scope)"
+        actions.append(act("delete", "policy-not-needed", detail, dict(stale)))
     return actions
 
 
@@ -442,6 +529,7 @@ class Reconciler:
                     "mark": "marked",
                     "unmark": "unmarked",
                     "unlabel": "unlabelled",
+                    "label": "labelled",
                 }[action.verb]
             if action.reason == "job-gone" and await self._job_lives(action.owner, namespace):
                 return "kept: the job exists"
