@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup controlplane helm lint typecheck unit e2e test demo demo-offline bench clean
+.PHONY: setup controlplane helm lint typecheck unit e2e test demo demo-offline bench bench-placement clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ bench: setup
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python -m bench
+
+## The placement study (docs/benchmarks/placement.md): default scheduler, self-affinity, podium
+## and the scheduler's gang placement on a local control plane, two seeds; ~25 minutes on 2 cores.
+bench-placement: setup controlplane
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m bench placement
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,402 @@
+"""What a run's raw record says: the study's metrics, and the timeline behind the plots.
+
+Pure: `metrics(record)` and `timeline(record)` read only the record a run wrote (jobs with their
+attempts, pods with the times they were seen bound, running and deleted, and the component metrics
+scraped before and after), so the committed numbers can be recomputed from the committed records
+by a test.
+
+A run record (`runner.Replay.run` writes it) is JSON::
+
+    {"arm": ..., "seed": ..., "end_s": ..., "horizon_s": ..., "timeout_s": ...,
+     "capacity_gpus": ..., "zones": {zone: gpus},
+     "jobs": [{"name", "arrival_s", "submitted_s", "pods", "gpus_per_pod", "duration_s", "reason",
+               "attempts": [{"attempt", "created_s", "first_bound_s", "whole_s", "zones",
+                             "ended_s", "outcome": "finished" | "timeout" | "split" | null}]}],
+     "pods": [[job index, zone or null, created_s, bound_s, running_s, deleted_s,
+               scheduling group or null, attempt]],
+     "scrapes": {"webhook": {"buckets": {le: count}, "sum": s, "count": n} | null,
+                 "scheduler": {"scheduled": n, "unschedulable": n, "error": n}}}
+
+All times are real seconds after the run started; ``null`` means "never, before the run ended".
+
+An *attempt* is one try at running a job's gang (its pods, created anew after a failure). GPUs a
+pod holds count as **useful** from the moment its attempt ran whole in one zone, and as
+**stranded** otherwise: before the gang is whole (the pod waits for the rest), and all along in an
+attempt whose pods were bound in more than one zone (under zone isolation it never progresses).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.placement.trace import SIM_MINUTES_PER_SECOND
+
+#: An attempt with some but not all pods bound for longer than this is "stuck partially placed".
+STUCK_SIM_MINUTES = 5.0
+
+# Positions in a pod row of the record.
+JOB, ZONE, CREATED, BOUND, RUNNING, DELETED, GROUP, ATTEMPT = range(8)
+
+
+def sim_minutes(real_s: float) -> float:
+    return real_s * SIM_MINUTES_PER_SECOND
+
+
+def sim_hours(real_s: float) -> float:
+    return sim_minutes(real_s) / 60.0
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One attempt of a job, with its pods, and what the study asks of it."""
+
+    job: Mapping[str, Any]
+    attempt: Mapping[str, Any]
+    pods: Sequence[Sequence[Any]]
+    end_s: float
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return int(self.job["gpus_per_pod"])
+
+    @property
+    def zones(self) -> set[str]:
+        """Zones its pods were bound in."""
+        return {p[ZONE] for p in self.pods if p[BOUND] is not None and p[ZONE] is not None}
+
+    @property
+    def split(self) -> bool:
+        return len(self.zones) > 1
+
+    @property
+    def whole_s(self) -> float | None:
+        value = self.attempt.get("whole_s")
+        return None if value is None else float(value)
+
+    @property
+    def whole_in_one_zone(self) -> bool:
+        return self.whole_s is not None and not self.split
+
+    def held(self) -> list[tuple[float, float]]:
+        """[bound, deleted-or-end) of each bound pod."""
+        return [
+            (float(p[BOUND]), float(p[DELETED]) if p[DELETED] is not None else self.end_s)
+            for p in self.pods
+            if p[BOUND] is not None
+        ]
+
+    def useful_and_stranded_gpu_s(self) -> tuple[float, float]:
+        """GPU-seconds held while the whole gang ran in one zone (useful), and the rest."""
+        useful = stranded = 0.0
+        whole = self.whole_s
+        for start, stop in self.held():
+            if whole is None or self.split:
+                stranded += stop - start
+            else:
+                stranded += max(0.0, min(stop, whole) - start)
+                useful += max(0.0, stop - max(start, whole))
+        return useful * self.gpus_per_pod, stranded * self.gpus_per_pod
+
+    def longest_partial_s(self) -> float:
+        """The longest time during which some but not all of its pods were bound."""
+        events: list[tuple[float, int]] = []
+        for start, stop in self.held():
+            events += [(start, +1), (stop, -1)]
+        events.sort(key=lambda e: (e[0], e[1]))
+        size, bound, since, longest = int(self.job["pods"]), 0, None, 0.0
+        for t, step in events:
+            bound += step
+            partial = 0 < bound < size
+            if partial and since is None:
+                since = t
+            elif not partial and since is not None:
+                longest, since = max(longest, t - since), None
+        if since is not None:
+            longest = max(longest, self.end_s - since)
+        return longest
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job of a record with its attempts."""
+
+    index: int
+    job: Mapping[str, Any]
+    attempts: Sequence[AttemptView]
+
+    @property
+    def split(self) -> bool:
+        """Some attempt's pods were bound in more than one zone."""
+        return any(a.split for a in self.attempts)
+
+    @property
+    def whole_in_one_zone_s(self) -> float | None:
+        """When an attempt of it first ran whole in one zone."""
+        times = [a.whole_s for a in self.attempts if a.whole_in_one_zone and a.whole_s]
+        return min(times) if times else None
+
+    @property
+    def finished(self) -> bool:
+        return any(a.attempt.get("outcome") == "finished" for a in self.attempts)
+
+    def outcomes(self) -> list[str]:
+        return [str(a.attempt.get("outcome")) for a in self.attempts]
+
+
+def job_views(record: Mapping[str, Any]) -> list[JobView]:
+    by_attempt: dict[tuple[int, int], list[Sequence[Any]]] = defaultdict(list)
+    for pod in record["pods"]:
+        by_attempt[(int(pod[JOB]), int(pod[ATTEMPT]))].append(pod)
+    end = float(record["end_s"])
+    return [
+        JobView(
+            i,
+            job,
+            [
+                AttemptView(job, attempt, by_attempt.get((i, int(attempt["attempt"])), []), end)
+                for attempt in job.get("attempts") or []
+            ],
+        )
+        for i, job in enumerate(record["jobs"])
+    ]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def histogram_quantile(q: float, buckets: Mapping[str, float]) -> float | None:
+    """Prometheus' ``histogram_quantile`` over cumulative buckets {le: count} (q in 0..1):
+    linear interpolation inside the bucket the rank falls in; None without observations."""
+    points = sorted(
+        (math.inf if le == "+Inf" else float(le), float(n)) for le, n in buckets.items()
+    )
+    if not points or points[-1][1] <= 0:
+        return None
+    rank = q * points[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in points:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound  # as Prometheus: the highest finite bound
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (
+                count - lower_count
+            )
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The study's numbers for one run (simulated units where the unit says so)."""
+    views = job_views(record)
+    end = float(record["end_s"])
+    # The same window for every arm of a seed (the last arrival plus the drain), so an arm that
+    # finishes early is not credited with a shorter run.
+    window = max(end, float(record.get("horizon_s") or end))
+    capacity = int(record["capacity_gpus"])
+    attempts = [a for v in views for a in v.attempts]
+    whole = [v for v in views if v.whole_in_one_zone_s is not None]
+    waits = [
+        sim_minutes(float(v.whole_in_one_zone_s) - float(v.job["arrival_s"]))  # type: ignore[arg-type]
+        for v in whole
+    ]
+    useful = stranded = 0.0
+    for attempt in attempts:
+        u, s = attempt.useful_and_stranded_gpu_s()
+        useful += u
+        stranded += s
+    limit = STUCK_SIM_MINUTES
+    stuck = [
+        v for v in views if any(sim_minutes(a.longest_partial_s()) > limit for a in v.attempts)
+    ]
+    outcomes = _count(o for v in views for o in v.outcomes())
+    split = [v for v in views if v.split]
+    out: dict[str, Any] = {
+        "jobs": len(views),
+        "submitted": sum(1 for v in views if v.job.get("submitted_s") is not None),
+        "pods": sum(int(v.job["pods"]) for v in views),
+        "attempts": len(attempts),
+        "failed_timeout": outcomes.get("timeout", 0),
+        "failed_split": outcomes.get("split", 0),
+        "split_jobs": len(split),
+        "split_pct": 100.0 * len(split) / len(views) if views else 0.0,
+        "whole_one_zone": len(whole),
+        "finished": sum(1 for v in views if v.finished),
+        "never_whole": len(views) - len(whole),
+        "wait_p50_min": percentile(waits, 50),
+        "wait_p95_min": percentile(waits, 95),
+        "stuck_partial": len(stuck),
+        "useful_gpu_h": sim_hours(useful),
+        "stranded_gpu_h": sim_hours(stranded),
+        "capacity_gpu_h": sim_hours(capacity * window),
+        "useful_share": useful / (capacity * window) if window > 0 else 0.0,
+        "run_min": sim_minutes(end),
+        "pods_created": len(record["pods"]),
+        "grouped_pods": sum(1 for p in record["pods"] if p[GROUP]),
+        # KWOK's pod-ready stage: the time a bound pod takes to be Running (counted as stranded
+        # while its gang waits for it, in every arm alike).
+        "bind_to_running_p50_s": percentile(
+            [p[RUNNING] - p[BOUND] for p in record["pods"] if p[RUNNING] is not None], 50
+        ),
+        "reasons": dict(
+            sorted(_count(str(v.job["reason"]) for v in views if v.job.get("reason")).items())
+        ),
+    }
+    out.update(_component_metrics(record, end))
+    return out
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for value in values:
+        counts[value] += 1
+    return dict(counts)
+
+
+def _component_metrics(record: Mapping[str, Any], end: float) -> dict[str, Any]:
+    scrapes = record.get("scrapes") or {}
+    hook = scrapes.get("webhook")
+    out: dict[str, Any] = {"webhook_calls": 0, "webhook_p50_ms": None, "webhook_p99_ms": None}
+    out["webhook_mean_ms"] = None
+    if hook and hook.get("count"):
+        p50 = histogram_quantile(0.5, hook["buckets"])
+        p99 = histogram_quantile(0.99, hook["buckets"])
+        out.update(
+            webhook_calls=int(hook["count"]),
+            webhook_p50_ms=None if p50 is None else 1000 * p50,
+            webhook_p99_ms=None if p99 is None else 1000 * p99,
+            webhook_mean_ms=1000 * float(hook["sum"]) / float(hook["count"]),
+        )
+    scheduler = scrapes.get("scheduler") or {}
+    scheduled = int(scheduler.get("scheduled", 0))
+    out.update(
+        scheduler_scheduled=scheduled,
+        scheduler_unschedulable=int(scheduler.get("unschedulable", 0)),
+        scheduler_scheduled_per_s=scheduled / end if end > 0 else 0.0,
+        bound_peak_per_s=_peak_binds(record),
+    )
+    return out
+
+
+def _peak_binds(record: Mapping[str, Any]) -> int:
+    """The most pods seen bound within one real second."""
+    per_second: dict[int, int] = defaultdict(int)
+    for pod in record["pods"]:
+        if pod[BOUND] is not None:
+            per_second[int(pod[BOUND])] += 1
+    return max(per_second.values(), default=0)
+
+
+def timeline(record: Mapping[str, Any], step_s: float = 0.5) -> dict[str, list[float]]:
+    """GPUs held usefully, stranded, and asked for by jobs not yet whole in one zone, sampled
+    every ``step_s`` real seconds; ``t_min`` in simulated minutes. Also GPUs held per zone."""
+    views = job_views(record)
+    end = float(record["end_s"])
+    n = int(end / step_s) + 1
+    useful, stranded, waiting = [0.0] * n, [0.0] * n, [0.0] * n
+    per_zone = {z: [0.0] * n for z in sorted(record["zones"])}
+
+    def add(series: list[float], start: float, stop: float, gpus: float) -> None:
+        first, last = math.ceil(start / step_s), min(n - 1, math.ceil(stop / step_s) - 1)
+        for i in range(max(0, first), last + 1):
+            series[i] += gpus
+
+    for view in views:
+        for attempt in view.attempts:
+            gpus, whole = attempt.gpus_per_pod, attempt.whole_s
+            for pod in attempt.pods:
+                if pod[BOUND] is None:
+                    continue
+                start = float(pod[BOUND])
+                stop = float(pod[DELETED]) if pod[DELETED] is not None else end
+                if pod[ZONE] in per_zone:
+                    add(per_zone[pod[ZONE]], start, stop, gpus)
+                if whole is None or attempt.split:
+                    add(stranded, start, stop, gpus)
+                else:
+                    add(stranded, start, min(stop, whole), gpus)
+                    add(useful, max(start, whole), stop, gpus)
+        if view.job.get("submitted_s") is not None:
+            until = view.whole_in_one_zone_s
+            add(
+                waiting,
+                float(view.job["arrival_s"]),
+                until if until is not None else end,
+                int(view.job["gpus_per_pod"]) * int(view.job["pods"]),
+            )
+    return {
+        "t_min": [sim_minutes(i * step_s) for i in range(n)],
+        "useful": useful,
+        "stranded": stranded,
+        "waiting": waiting,
+        **{f"zone:{z}": s for z, s in per_zone.items()},
+    }
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of each sample line of Prometheus text exposition."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        name, labels, value = match.group(1), match.group(2) or "", match.group(3)
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        samples.append((name, dict(_LABEL.findall(labels)), number))
+    return samples
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def webhook_histogram(text: str, webhook: str) -> dict[str, Any]:
+    """The apiserver's ``apiserver_admission_webhook_admission_duration_seconds`` for pod CREATE
+    admissions by ``webhook``, summed over its other labels: {buckets, sum, count}."""
+    buckets: dict[str, float] = defaultdict(float)
+    total = count = 0.0
+    base = "apiserver_admission_webhook_admission_duration_seconds"
+    for name, labels, value in parse_prometheus(text):
+        if labels.get("name") != webhook or labels.get("operation") not in (None, "CREATE"):
+            continue
+        if name == f"{base}_bucket":
+            buckets[labels["le"]] += value
+        elif name == f"{base}_sum":
+            total += value
+        elif name == f"{base}_count":
+            count += value
+    return {"buckets": dict(buckets), "sum": total, "count": count}
+
+
+def histogram_delta(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "buckets": {le: n - before["buckets"].get(le, 0.0) for le, n in after["buckets"].items()},
+        "sum": after["sum"] - before["sum"],
+        "count": after["count"] - before["count"],
+    }
+
+
+def scheduler_attempts(text: str) -> dict[str, float]:
+    """``scheduler_schedule_attempts_total`` by result (scheduled, unschedulable, error)."""
+    out: dict[str, float] = defaultdict(float)
+    for name, labels, value in parse_prometheus(text):
+        if name == "scheduler_schedule_attempts_total":
+            out[labels.get("result", "")] += value
+    return dict(out)

@@ -1,0 +1,270 @@
+"""The arms of the study: what places a job's pods.
+
+An arm gets three hooks on the same replay (`runner.run_arm`): `Arm.start` once the cluster is up
+(start a webhook, register it), `Arm.before_pods` after the job object exists and before its pods
+are created (create a PodGroup), and `Arm.pod` for each pod the "operator" creates (add affinity,
+a scheduling group). Everything else — the cluster, the trace, the job objects and pods, when a job
+finishes — is the runner's and identical for every arm.
+
+* ``default`` — kube-scheduler alone;
+* ``self-affinity`` — each pod requires podAffinity to its own job's pods on the zone key;
+* ``podium`` — ``podium serve`` in today's mode: podium picks the zone and pins it (its
+  reservation window compressed like the trace);
+* ``podium-uncompressed`` — the same with every setting at its default (not a default arm);
+* ``scheduler`` — kube-scheduler's PodGroup gang + topology placement, with the *harness*
+  creating the PodGroup and setting ``spec.schedulingGroup.podGroupName``, as podium's scheduler
+  mode will at admission;
+* ``podium-scheduler`` — ``podium serve`` in that scheduler mode (``zone-chooser: scheduler``,
+  `PODIUM_SCHEDULER_CONFIG`): podium makes the PodGroup and sets the pods' scheduling group at
+  admission (not a default arm: ``--arms podium-scheduler``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.placement.trace import SIM_MINUTES_PER_SECOND, TraceJob
+from tests.e2e.cluster import ApiError, LocalCluster
+from tests.e2e.podium import Podium
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+#: The webhook name of podium's shipped MutatingWebhookConfiguration (the apiserver's metric
+#: labels its latency with it).
+PODIUM_WEBHOOK = "pods.podium.dev"
+
+#: The ``podium serve --config`` YAML that turns on podium's scheduler placement mode (podium
+#: creates the PodGroup and sets ``spec.schedulingGroup``; kube-scheduler picks the zone).
+PODIUM_SCHEDULER_CONFIG: str | None = "zone-chooser: scheduler\n"
+
+#: podium's one setting that is a span of *job* time, compressed like the trace: a decided gang's
+#: unbound demand counts as taken for ``reservation-seconds`` (default 600 s, ten minutes), so in
+#: the study for 600 simulated seconds. Left at 600 real seconds it would hold for 600 simulated
+#: minutes — the whole run (the ``podium-uncompressed`` arm shows what that does).
+PODIUM_RESERVATION_SIM_SECONDS = 600.0
+PODIUM_STUDY_CONFIG = (
+    f"reservation-seconds: {PODIUM_RESERVATION_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
+)
+
+
+@dataclass
+class RunContext:
+    cluster: LocalCluster
+    namespace: str
+    work_dir: Path
+
+
+class Arm:
+    """kube-scheduler alone: the pods as the operator makes them."""
+
+    name = "default"
+    #: Labels of the namespace the jobs run in (podium's opt-in, for podium's arms).
+    namespace_labels: Mapping[str, str] = {}
+    #: The webhook whose admission latency the apiserver reports, if the arm has one.
+    webhook: str | None = None
+
+    def start(self, ctx: RunContext) -> None:
+        """Once per run, after the cluster is up and before the first job."""
+
+    def stop(self) -> None:
+        """After the run (also on failure)."""
+
+    def before_pods(self, ctx: RunContext, job: TraceJob, job_obj: Mapping[str, Any]) -> None:
+        """After the job object is created, before its pods are."""
+
+    def pod(self, job: TraceJob, pod: dict[str, Any]) -> dict[str, Any]:
+        """The pod the operator creates, as this arm wants it; returns it (may modify it)."""
+        return pod
+
+
+class SelfAffinity(Arm):
+    """The JobSet/Kyverno-style recipe: required podAffinity to the job's own pods on the zone
+    key. The first pod scheduled picks a zone (its own selector matches itself, so it may go
+    anywhere), whether or not the rest of the gang fits there."""
+
+    name = "self-affinity"
+
+    def pod(self, job: TraceJob, pod: dict[str, Any]) -> dict[str, Any]:
+        pod["spec"]["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {JOB_NAME_LABEL: job.name}},
+                        "topologyKey": ZONE_LABEL,
+                    }
+                ]
+            }
+        }
+        return pod
+
+
+def podgroup(
+    name: str, namespace: str, min_count: int, owner: Mapping[str, Any], zone_label: str
+) -> dict[str, Any]:
+    """A gang PodGroup that keeps the whole group in one domain of ``zone_label``, owned by the
+    job (the API shape observed on kube-apiserver v1.37.2, docs/benchmarks/placement.md)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [dict(owner)]},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": min_count}},
+            "schedulingConstraints": {"topology": [{"key": zone_label}]},
+        },
+    }
+
+
+class SchedulerGang(Arm):
+    """kube-scheduler's own gang + topology placement (gates GenericWorkload and
+    TopologyAwareWorkloadScheduling): one PodGroup per job with ``gang.minCount`` = the gang's
+    size and a zone topology constraint, and every pod naming it in
+    ``spec.schedulingGroup.podGroupName``. The harness does what podium's scheduler mode will do
+    at admission, so this arm runs today."""
+
+    name = "scheduler"
+
+    def before_pods(self, ctx: RunContext, job: TraceJob, job_obj: Mapping[str, Any]) -> None:
+        meta = job_obj["metadata"]
+        owner = {
+            "apiVersion": job_obj["apiVersion"],
+            "kind": job_obj["kind"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+        ctx.cluster.request(
+            "POST",
+            f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ctx.namespace}/podgroups",
+            podgroup(job.name, ctx.namespace, job.pods, owner, ZONE_LABEL),
+        )
+
+    def pod(self, job: TraceJob, pod: dict[str, Any]) -> dict[str, Any]:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": job.name}
+        return pod
+
+
+class PodiumArm(Arm):
+    """``podium serve`` as a process beside the cluster (as the e2e tests run it), with the shipped
+    webhook configuration pointed at it and the jobs' namespace opted in. Its settings
+    (``config``, podium.yaml text) are the defaults with the reservation window compressed like
+    the trace (`PODIUM_STUDY_CONFIG`)."""
+
+    namespace_labels: Mapping[str, str] = {"podium.dev/enabled": "true"}
+    webhook: str | None = PODIUM_WEBHOOK
+
+    def __init__(self, name: str = "podium", config: str | None = PODIUM_STUDY_CONFIG) -> None:
+        self.name = name
+        self.config = config
+        self.server: Podium | None = None
+
+    def start(self, ctx: RunContext) -> None:
+        ensure_namespace(ctx.cluster, "podium-system")  # its reconciler's Lease lives there
+        self.server = Podium(ctx.cluster, ctx.work_dir / "podium", config=self.config)
+        self.server.start()
+        self.server.register()
+        wait_for_webhook(ctx.cluster)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def podium_scheduler() -> Arm:
+    if PODIUM_SCHEDULER_CONFIG is None:
+        raise SystemExit(
+            "the podium-scheduler arm needs podium's scheduler placement mode: set "
+            "bench.placement.arms.PODIUM_SCHEDULER_CONFIG to the podium.yaml that enables it"
+        )
+    return PodiumArm(name="podium-scheduler", config=PODIUM_STUDY_CONFIG + PODIUM_SCHEDULER_CONFIG)
+
+
+def podium_uncompressed() -> Arm:
+    """podium with all defaults: its 600 s reservation window left in real seconds."""
+    return PodiumArm(name="podium-uncompressed", config=None)
+
+
+ARMS: dict[str, Callable[[], Arm]] = {
+    "default": Arm,
+    "self-affinity": SelfAffinity,
+    "podium": PodiumArm,
+    "scheduler": SchedulerGang,
+    "podium-scheduler": podium_scheduler,
+    "podium-uncompressed": podium_uncompressed,
+}
+#: The arms `python -m bench placement` runs unless told otherwise (~25 minutes for two seeds);
+#: the others run with ``--arms`` and are merged into the same results.
+DEFAULT_ARMS = ("default", "self-affinity", "podium", "scheduler")
+
+
+def ensure_namespace(cluster: LocalCluster, name: str) -> None:
+    try:
+        cluster.create_namespace(name)
+    except ApiError as error:
+        if error.status != 409:
+            raise
+
+
+def wait_for_webhook(cluster: LocalCluster, timeout: float = 60.0) -> None:
+    """The apiserver picks up a new webhook configuration asynchronously: probe with dry runs
+    until podium answers (its reason annotation appears)."""
+    ns = f"probe-{uuid.uuid4().hex[:6]}"
+    cluster.request(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"podium.dev/enabled": "true"}},
+        },
+    )
+    cluster.wait_for(
+        "the default ServiceAccount of the probe namespace",
+        lambda: _exists(cluster, f"/api/v1/namespaces/{ns}/serviceaccounts/default"),
+    )
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "probe-",
+            "namespace": ns,
+            "labels": {JOB_NAME_LABEL: "probe"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "PyTorchJob",
+                    "name": "probe",
+                    "uid": str(uuid.uuid4()),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "main", "image": "trainer:1"}]},
+    }
+
+    def mutated() -> bool:
+        got = cluster.request(
+            "POST", f"/api/v1/namespaces/{ns}/pods", probe, query={"dryRun": "All"}
+        )
+        return "podium.dev/reason" in (got["metadata"].get("annotations") or {})
+
+    deadline = time.monotonic() + timeout
+    while not mutated():
+        if time.monotonic() > deadline:
+            raise RuntimeError("podium's webhook was not called within the timeout")
+        time.sleep(0.5)
+    cluster.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def _exists(cluster: LocalCluster, path: str) -> bool:
+    try:
+        cluster.request("GET", path)
+    except ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True

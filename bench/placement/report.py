@@ -1,0 +1,161 @@
+"""The placement study's tables (Markdown, from ``placement.json``) and plots (from the raw run
+records). ``docs/benchmarks/placement.md`` holds the tables between `BEGIN` and `END`; a run
+rewrites only that block."""
+
+# ruff: noqa: PLC0415 - matplotlib is bench-only and imported only when plotting
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.placement import analysis
+
+BEGIN = "<!-- placement tables, written by python -m bench placement: edit the report code -->"
+END = "<!-- end of placement tables -->"
+
+
+def embed(document: str, tables: str) -> str:
+    """``document`` with ``tables`` between `BEGIN` and `END`."""
+    start, end = document.index(BEGIN) + len(BEGIN), document.index(END)
+    return f"{document[:start]}\n{tables}{document[end:]}"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _runs(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    order = {arm: i for i, arm in enumerate(results["arms"])}
+    return sorted(results["runs"], key=lambda r: (order.get(r["arm"], 99), r["seed"]))
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    params = results["params"]
+    lines = [
+        f"Trace: {params['jobs']} jobs per seed, Poisson arrivals every "
+        f"{params['mean_interarrival_s']} s on average, gangs of "
+        f"{'/'.join(map(str, params['pods']))} pods × "
+        f"{'/'.join(map(str, params['gpus_per_pod']))} GPUs, running "
+        f"{params['duration_min'][0]:g}–{params['duration_min'][1]:g} simulated minutes "
+        "once whole; "
+        f"{params['sim_minutes_per_second']:g} simulated minute per real second. Cluster: "
+        + ", ".join(f"{z} {n} nodes" for z, n in params["zone_nodes"].items())
+        + f" × 8 GPUs = {params['capacity_gpus']} GPUs. A gang not whole "
+        f"{params['timeout_sim_minutes']:g} simulated minutes after its first pod was bound, or "
+        "whole but split across zones, fails and is created anew. Offered load over the arrival "
+        "window: "
+        + ", ".join(f"seed {s} {load:.2f}×" for s, load in sorted(params["offered_load"].items()))
+        + f" of capacity. Whole study: {results['wall_s'] / 60:.1f} min wall on "
+        f"{results['machine']['cpus']} CPUs.",
+        "",
+        "### Placement outcomes",
+        "",
+        "| arm | seed | jobs | ran split across zones | whole in one zone | finished "
+        "| failed attempts: timed out / split | wait p50 / p95 (sim min) | stuck partial > "
+        f"{analysis.STUCK_SIM_MINUTES:g} min | stranded GPU-h | useful GPU-h "
+        "| useful / capacity |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in _runs(results):
+        m = run["metrics"]
+        lines.append(
+            f"| {run['arm']} | {run['seed']} | {m['jobs']} | {m['split_jobs']} "
+            f"({m['split_pct']:.0f} %) | {m['whole_one_zone']} | {m['finished']} | "
+            f"{m['failed_timeout']} / {m['failed_split']} | "
+            f"{_num(m['wait_p50_min'])} / {_num(m['wait_p95_min'])} | {m['stuck_partial']} | "
+            f"{_num(m['stranded_gpu_h'])} | {_num(m['useful_gpu_h'])} | "
+            f"{100 * m['useful_share']:.0f} % |"
+        )
+    lines += [
+        "",
+        "### What placing costs the control plane",
+        "",
+        "| arm | seed | pods created | webhook calls | webhook p50 / p99 / mean ms (apiserver) "
+        "| scheduled | unschedulable attempts | scheduled / s | peak binds / s "
+        "| bound → Running p50 s | run (sim min) | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in _runs(results):
+        m = run["metrics"]
+        hook = (
+            f"{_num(m['webhook_p50_ms'])} / {_num(m['webhook_p99_ms'])} / "
+            f"{_num(m['webhook_mean_ms'])}"
+            if m["webhook_calls"]
+            else "–"
+        )
+        lines.append(
+            f"| {run['arm']} | {run['seed']} | {m['pods_created']} | {m['webhook_calls']} | "
+            f"{hook} | {m['scheduler_scheduled']} | {m['scheduler_unschedulable']} | "
+            f"{m['scheduler_scheduled_per_s']:.1f} | {m['bound_peak_per_s']} | "
+            f"{_num(m['bind_to_running_p50_s'], 2)} | {m['run_min']:.0f} | {run['errors']} |"
+        )
+    reasons = [r for r in _runs(results) if r["metrics"]["reasons"]]
+    if reasons:
+        lines += ["", "podium's decisions (first pod of each job, `podium.dev/reason`):", ""]
+        for run in reasons:
+            counts = ", ".join(f"{k} {v}" for k, v in run["metrics"]["reasons"].items())
+            lines.append(f"* {run['arm']} seed {run['seed']}: {counts}")
+    return "\n".join(lines) + "\n"
+
+
+def plots(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
+    """One timeline per arm (a column per seed): GPUs held usefully and stranded, GPUs of jobs
+    not yet running whole, and how full each zone is. Returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_arm: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        by_arm.setdefault(record["arm"], []).append(record)
+    written = []
+    for arm, unordered in by_arm.items():
+        runs = sorted(unordered, key=lambda r: r["seed"])
+        fig, axes = plt.subplots(
+            2,
+            len(runs),
+            figsize=(6 * len(runs), 6),
+            squeeze=False,
+            sharex="col",
+            gridspec_kw={"height_ratios": [2, 1]},
+        )
+        for col, record in enumerate(runs):
+            series = analysis.timeline(record)
+            t = series["t_min"]
+            top, bottom = axes[0][col], axes[1][col]
+            top.stackplot(
+                t,
+                series["useful"],
+                series["stranded"],
+                labels=["useful (whole gang, one zone)", "stranded (partial or split)"],
+                colors=["#3a923a", "#d62728"],
+                alpha=0.8,
+            )
+            top.plot(
+                t,
+                series["waiting"],
+                color="#555555",
+                lw=0.8,
+                ls="--",
+                label="asked by jobs not yet whole",
+            )
+            top.axhline(record["capacity_gpus"], color="black", lw=0.8)
+            top.set_ylim(0, record["capacity_gpus"] * 2)
+            top.set_title(f"{arm}, seed {record['seed']}")
+            top.set_ylabel("GPUs")
+            for zone, gpus in sorted(record["zones"].items()):
+                bottom.plot(t, [100 * g / gpus for g in series[f"zone:{zone}"]], lw=0.9, label=zone)
+            bottom.set_ylim(0, 105)
+            bottom.set_ylabel("zone held %")
+            bottom.set_xlabel("simulated minutes")
+        axes[0][0].legend(loc="upper left", fontsize=8)
+        axes[1][0].legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        path = out / f"placement-{arm}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,264 @@
+"""The placement study (bench/placement): the analysis counts what it says it counts, and the
+arms and the "operator" make the objects they say they make."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.placement import analysis, arms, runner, trace
+from webhook.core.settings import Settings, ZoneChooser
+
+# -- the trace ------------------------------------------------------------------------------------
+
+
+def test_a_seed_gives_the_same_trace_and_every_job_fits_one_zone() -> None:
+    jobs = trace.generate(7)
+    assert jobs == trace.generate(7)
+    assert jobs != trace.generate(8)
+    assert len(jobs) == trace.TraceSpec().jobs
+    assert all(2 <= j.pods <= 32 and 1 <= j.gpus_per_pod <= 8 for j in jobs)
+    assert all(j.gpus <= trace.largest_zone() for j in jobs)
+    arrivals = [j.arrival_s for j in jobs]
+    assert arrivals == sorted(arrivals)
+    assert trace.capacity() == 200
+
+
+# -- the analysis ---------------------------------------------------------------------------------
+
+
+def _record(jobs: list[dict[str, Any]], pods: list[list[Any]], end: float) -> dict[str, Any]:
+    """A run record; each job's ``attempts`` default to one attempt made at 0."""
+    return {
+        "arm": "test",
+        "seed": 0,
+        "end_s": end,
+        "horizon_s": end,
+        "capacity_gpus": 10,
+        "zones": {"a": 5, "b": 5},
+        "jobs": [
+            {
+                "name": f"j{i}",
+                "arrival_s": 0.0,
+                "submitted_s": 0.0,
+                "duration_s": 5.0,
+                "reason": None,
+                "attempts": [_attempt(0)],
+                **job,
+            }
+            for i, job in enumerate(jobs)
+        ],
+        "pods": pods,
+    }
+
+
+def _attempt(number: int, whole: float | None = None, outcome: str | None = None) -> dict[str, Any]:
+    return {"attempt": number, "created_s": 0.0, "whole_s": whole, "outcome": outcome}
+
+
+def test_a_whole_gang_in_one_zone_is_useful_from_its_last_pod_on() -> None:
+    # 2 pods × 2 GPUs: bound at 1 and 3, whole (Running) at 4, deleted at 10.
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 2, "attempts": [_attempt(0, 4.0, "finished")]}],
+        [[0, "a", 0.5, 1.0, 1.5, 10.0, None, 0], [0, "a", 0.5, 3.0, 4.0, 10.0, None, 0]],
+        end=10.0,
+    )
+    m = analysis.metrics(record)
+    # stranded: (4 - 1) + (4 - 3) = 4 pod-seconds × 2 GPUs; useful: 2 × 6 s × 2 GPUs.
+    assert m["stranded_gpu_h"] == pytest.approx(analysis.sim_hours(8.0))
+    assert m["useful_gpu_h"] == pytest.approx(analysis.sim_hours(24.0))
+    assert m["useful_share"] == pytest.approx(24.0 / (10 * 10.0))
+    assert (m["split_jobs"], m["whole_one_zone"], m["finished"], m["never_whole"]) == (0, 1, 1, 0)
+    assert m["wait_p50_min"] == pytest.approx(analysis.sim_minutes(4.0))
+    assert (m["stuck_partial"], m["attempts"], m["failed_timeout"]) == (0, 1, 0)
+
+
+def test_a_split_gang_is_stranded_all_along_even_when_whole() -> None:
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 2.0, "split")]}],
+        [[0, "a", 0.0, 1.0, 2.0, 8.0, None, 0], [0, "b", 0.0, 1.0, 2.0, 8.0, None, 0]],
+        end=10.0,
+    )
+    m = analysis.metrics(record)
+    assert (m["split_jobs"], m["whole_one_zone"], m["failed_split"]) == (1, 0, 1)
+    assert m["useful_gpu_h"] == 0
+    assert m["stranded_gpu_h"] == pytest.approx(analysis.sim_hours(14.0))
+
+
+def test_a_retry_that_lands_in_one_zone_counts_from_the_jobs_arrival() -> None:
+    # Attempt 0 times out half placed (1 pod of 2, 6 s); attempt 1 is whole at 9.
+    record = _record(
+        [
+            {
+                "pods": 2,
+                "gpus_per_pod": 1,
+                "attempts": [_attempt(0, None, "timeout"), _attempt(1, 9.0, "finished")],
+            }
+        ],
+        [
+            [0, "a", 0.0, 1.0, 1.5, 7.0, None, 0],
+            [0, None, 0.0, None, None, 7.0, None, 0],
+            [0, "b", 7.0, 8.0, 8.5, 14.0, None, 1],
+            [0, "b", 7.0, 8.5, 9.0, 14.0, None, 1],
+        ],
+        end=20.0,
+    )
+    m = analysis.metrics(record)
+    assert (m["attempts"], m["failed_timeout"], m["finished"], m["split_jobs"]) == (2, 1, 1, 0)
+    assert m["wait_p50_min"] == pytest.approx(analysis.sim_minutes(9.0))
+    assert m["stranded_gpu_h"] == pytest.approx(analysis.sim_hours(6.0 + 1.0 + 0.5))
+    assert m["useful_gpu_h"] == pytest.approx(analysis.sim_hours(10.0))
+    held_partial_min = analysis.sim_minutes(6.0)
+    assert m["stuck_partial"] == int(held_partial_min > analysis.STUCK_SIM_MINUTES)
+
+
+def test_a_partial_gang_held_past_the_limit_is_stuck_and_stranded_until_the_end() -> None:
+    limit_s = analysis.STUCK_SIM_MINUTES / trace.SIM_MINUTES_PER_SECOND
+    end = 2 * limit_s + 1
+    record = _record(
+        [{"pods": 3, "gpus_per_pod": 4}, {"pods": 2, "gpus_per_pod": 1}],
+        [[0, "a", 0.0, 1.0, 1.5, None, None, 0], [0, None, 0.0, None, None, None, None, 0]],
+        end=end,
+    )
+    m = analysis.metrics(record)
+    assert m["stuck_partial"] == 1
+    assert m["never_whole"] == 2
+    assert m["stranded_gpu_h"] == pytest.approx(analysis.sim_hours(4 * (end - 1.0)))
+    assert m["wait_p50_min"] is None
+
+
+def test_a_gang_bound_at_once_is_never_partial() -> None:
+    view = analysis.job_views(
+        _record(
+            [{"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 1.0)]}],
+            [[0, "a", 0.0, 0.5, 1.0, 9.0, "j0", 0], [0, "a", 0.0, 0.5, 1.0, 9.0, "j0", 0]],
+            end=10.0,
+        )
+    )[0]
+    assert view.attempts[0].longest_partial_s() == 0.0
+
+
+def test_the_timeline_adds_up_to_the_metrics() -> None:
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 2, "attempts": [_attempt(0, 4.0, "finished")]}],
+        [[0, "a", 0.5, 1.0, 1.5, 10.0, None, 0], [0, "a", 0.5, 3.0, 4.0, 10.0, None, 0]],
+        end=12.0,
+    )
+    series = analysis.timeline(record, step_s=0.5)
+    assert sum(series["useful"]) * 0.5 == pytest.approx(24.0)
+    assert sum(series["stranded"]) * 0.5 == pytest.approx(8.0)
+    assert max(series["zone:a"]) == 4
+    assert max(series["zone:b"]) == 0
+
+
+def test_histogram_quantile_interpolates_as_prometheus_does() -> None:
+    buckets = {"0.005": 50.0, "0.025": 90.0, "0.1": 100.0, "+Inf": 100.0}
+    assert analysis.histogram_quantile(0.5, buckets) == pytest.approx(0.005)
+    assert analysis.histogram_quantile(0.7, buckets) == pytest.approx(0.015)
+    assert analysis.histogram_quantile(0.99, buckets) == pytest.approx(0.0925)
+    assert analysis.histogram_quantile(0.5, {"+Inf": 0.0}) is None
+
+
+def test_the_webhook_latency_is_read_from_the_apiservers_metric_for_podiums_webhook() -> None:
+    base = "apiserver_admission_webhook_admission_duration_seconds"
+    labels = 'name="pods.podium.dev",operation="CREATE",rejected="false",type="admit"'
+    other = 'name="other.example.com",operation="CREATE",rejected="false",type="admit"'
+    text = "\n".join(
+        [
+            f"# TYPE {base} histogram",
+            f'{base}_bucket{{{labels},le="0.005"}} 3',
+            f'{base}_bucket{{{labels},le="+Inf"}} 4',
+            f"{base}_sum{{{labels}}} 0.5",
+            f"{base}_count{{{labels}}} 4",
+            f'{base}_bucket{{{other},le="+Inf"}} 99',
+            'scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 7',
+        ]
+    )
+    hook = analysis.webhook_histogram(text, arms.PODIUM_WEBHOOK)
+    assert hook == {"buckets": {"0.005": 3.0, "+Inf": 4.0}, "sum": 0.5, "count": 4.0}
+    assert analysis.scheduler_attempts(text) == {"scheduled": 7.0}
+    before = {"buckets": {"0.005": 1.0, "+Inf": 1.0}, "sum": 0.1, "count": 1.0}
+    delta = analysis.histogram_delta(hook, before)
+    assert delta["count"] == 3.0
+    assert delta["buckets"] == {"0.005": 2.0, "+Inf": 3.0}
+
+
+# -- the arms and the operator --------------------------------------------------------------------
+
+
+def _job() -> trace.TraceJob:
+    return trace.TraceJob(0, "job-000", 0.0, pods=4, gpus_per_pod=2, duration_s=5.0)
+
+
+def _job_obj() -> dict[str, Any]:
+    obj = runner.pytorchjob(_job(), "study")
+    obj["metadata"]["uid"] = "uid-1"
+    return obj
+
+
+def test_the_operator_makes_the_gang_the_job_object_asks_for() -> None:
+    job_obj = _job_obj()
+    specs = job_obj["spec"]["pytorchReplicaSpecs"]
+    assert (specs["Master"]["replicas"], specs["Worker"]["replicas"]) == (1, 3)
+    assert [p["metadata"]["name"] for p in runner.operator_pods(_job(), job_obj, 2)][:1] == [
+        "job-000-master-0-r2"
+    ]
+    pods = runner.operator_pods(_job(), job_obj)
+    assert {p["metadata"]["labels"][runner.ATTEMPT_LABEL] for p in pods} == {"0"}
+    assert [p["metadata"]["name"] for p in pods] == [
+        "job-000-master-0",
+        "job-000-worker-0",
+        "job-000-worker-1",
+        "job-000-worker-2",
+    ]
+    owner = pods[0]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("PyTorchJob", "uid-1", True)
+    assert pods[0]["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
+    assert all(
+        p["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "2"} for p in pods
+    )
+
+
+def test_each_arm_changes_only_what_it_says() -> None:
+    pod = runner.operator_pods(_job(), _job_obj())[1]
+    assert arms.Arm().pod(_job(), json.loads(json.dumps(pod))) == pod
+    affine = arms.SelfAffinity().pod(_job(), json.loads(json.dumps(pod)))
+    term = affine["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term == [
+        {
+            "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": "job-000"}},
+            "topologyKey": "topology.kubernetes.io/zone",
+        }
+    ]
+    grouped = arms.SchedulerGang().pod(_job(), json.loads(json.dumps(pod)))
+    assert grouped["spec"]["schedulingGroup"] == {"podGroupName": "job-000"}
+    group = arms.podgroup("job-000", "study", 4, {"kind": "PyTorchJob"}, arms.ZONE_LABEL)
+    assert group["spec"] == {
+        "schedulingPolicy": {"gang": {"minCount": 4}},
+        "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
+    }
+    assert arms.PodiumArm().namespace_labels == {"podium.dev/enabled": "true"}
+
+
+def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
+    """The study's podium.yaml texts are read by podium's own settings (a renamed key fails)."""
+    configs = {
+        name: arms.ARMS[name]().config  # type: ignore[attr-defined]
+        for name in ("podium", "podium-scheduler", "podium-uncompressed")
+    }
+    parsed = {
+        name: Settings.from_mapping(yaml.safe_load(text) if text else {})
+        for name, text in configs.items()
+    }
+    assert parsed["podium"].zone_chooser == ZoneChooser.PODIUM
+    assert parsed["podium-scheduler"].zone_chooser == ZoneChooser.SCHEDULER
+    # podium's reservation window is a span of job time: compressed like the trace.
+    compressed = 600 / (60 * trace.SIM_MINUTES_PER_SECOND)
+    assert parsed["podium"].reservation_seconds == compressed
+    assert parsed["podium-scheduler"].reservation_seconds == compressed
+    assert parsed["podium-uncompressed"] == Settings()
