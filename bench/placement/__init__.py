@@ -48,6 +48,19 @@ def controlplane_bin_dir() -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
+def source() -> dict[str, Any]:
+    """The commit the harness and podium ran from, and whether their files differed from it."""
+
+    def git(*args: str) -> str:
+        result = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+        )
+        return result.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "webhook", "bench", "tests/e2e")
+    return {"commit": git("rev-parse", "HEAD"), "changed_files": len(changed.splitlines())}
+
+
 def params(
     spec: trace.TraceSpec, seeds: Sequence[int], drain_s: float, timeout_min: float
 ) -> dict[str, Any]:
@@ -118,6 +131,7 @@ def _save(
     }
     results = {
         "params": run_params,
+        "source": source(),
         "arms": [a for a in arm_order if any(k[0] == a for k in ordered)],
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "wall_s": round(sum(runs[k]["wall_s"] for k in ordered), 1),

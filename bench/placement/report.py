@@ -47,8 +47,15 @@ def markdown(results: Mapping[str, Any]) -> str:
         "whole but split across zones, fails and is created anew. Offered load over the arrival "
         "window: "
         + ", ".join(f"seed {s} {load:.2f}×" for s, load in sorted(params["offered_load"].items()))
-        + f" of capacity. Whole study: {results['wall_s'] / 60:.1f} min wall on "
-        f"{results['machine']['cpus']} CPUs.",
+        + f" of capacity. Runs: {results['wall_s'] / 60:.1f} min wall in all on "
+        f"{results['machine']['cpus']} CPUs, podium and the harness at commit "
+        f"{results['source']['commit'][:7]}"
+        + (
+            f" with {results['source']['changed_files']} files changed"
+            if results["source"]["changed_files"]
+            else ""
+        )
+        + ".",
         "",
         "### Placement outcomes",
         "",
