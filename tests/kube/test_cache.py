@@ -14,6 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder, job, namespace, node
 from tests.kube.apiserver import FakeApiServer, FakeHandler, api_client
+from webhook.core import policies
 from webhook.core.objects import ObjectKey
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, twins
@@ -277,6 +278,66 @@ async def test_readiness_waits_for_a_resource_that_cannot_be_listed_yet() -> Non
         await synced(watch_cache)
         assert watch_cache.pending() == []
         assert pod_names(watch_cache) == {"p1"}
+
+
+def crd(name: str, *, default_deny: bool = True) -> dict[str, Any]:
+    """A CustomResourceDefinition with a (large) v2 schema, with or without enableDefaultDeny."""
+    fields = {f"f{i}": {"type": "string", "description": "x" * 200} for i in range(200)}
+    if default_deny:
+        fields["enableDefaultDeny"] = {"type": "object"}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {
+            "group": "cilium.io",
+            "versions": [
+                {
+                    "name": "v2",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"properties": {"spec": {"properties": fields}}}},
+                }
+            ],
+        },
+    }
+
+
+async def test_the_cilium_crd_is_watched_by_name_and_kept_slim() -> None:
+    name = "ciliumnetworkpolicies.cilium.io"
+    lister = InMemoryLister([crd(name), crd("ciliumendpoints.cilium.io")])
+    async with running(lister, resources=[cache.CILIUM_CRD]) as watch_cache:
+        await synced(watch_cache)
+        snap = watch_cache.snapshot
+        kept = snap.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", name)
+        assert kept is not None and len(str(kept)) < 1000
+        assert policies.knows_default_deny(kept)
+        assert (
+            snap.get(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                "",
+                "ciliumendpoints.cilium.io",
+            )
+            is None
+        )
+        lister.put(crd(name, default_deny=False))  # Cilium downgraded
+        await eventually(
+            lambda: (
+                not policies.knows_default_deny(
+                    snap.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", name) or {}
+                )
+            )
+        )
+
+
+async def test_a_cilium_crd_podium_may_not_read_does_not_hold_readiness_back() -> None:
+    lister = InMemoryLister([pod("p1")])
+    forbidden = errors.ApiError("403: forbidden", status=403)
+    lister.fail = lambda op, key: forbidden if key[1] == "CustomResourceDefinition" else None
+    async with running(lister, resources=[PODS, cache.CILIUM_CRD]) as watch_cache:
+        await synced(watch_cache)
+        assert watch_cache.pending() == []
 
 
 async def test_an_empty_resource_list_is_ready() -> None:

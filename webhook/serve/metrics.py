@@ -84,6 +84,12 @@ class Metrics:
             "Audit records dropped because the audit backlog was full (stdout not drained).",
             registry=r,
         )
+        self.cilium_policy_withheld = Gauge(
+            "podium_cilium_policy_withheld",
+            "1 while podium writes no CiliumNetworkPolicy because the installed CRD has no "
+            "enableDefaultDeny (Cilium < 1.16, old-cilium: skip-policy), else 0.",
+            registry=r,
+        )
         self.cache_synced = Gauge(
             "podium_cache_synced",
             "1 once the watch cache has listed every installed resource, else 0.",
@@ -115,6 +121,10 @@ class Metrics:
         if child is None:
             child = self._children[key] = metric.labels(*values)
         return child
+
+    def track_withheld(self, withholding: Callable[[], bool]) -> None:
+        """``podium_cilium_policy_withheld`` reads ``withholding()`` at every scrape."""
+        self.cilium_policy_withheld.set_function(lambda: 1.0 if withholding() else 0.0)
 
     def track_ready(self, ready: Callable[[], bool]) -> None:
         """``podium_cache_synced`` reads ``ready()`` at every scrape."""

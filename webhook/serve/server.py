@@ -41,7 +41,7 @@ from webhook.core import labels, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
-from webhook.serve import admission, audit, discovery, events, reconciler, tls
+from webhook.serve import admission, audit, discovery, events, guard, reconciler, tls
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("podium.server")
@@ -443,6 +443,13 @@ def run(
         is_leader=lambda: elector.is_leader,
         observe=recorder.observe,
     )
+    # The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium writes
+    # its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the view.
+    crd_guard = guard.CiliumGuard(
+        view=lambda: snapshot, ready=watch_cache.is_ready, settings=settings, sink=trail
+    )
+    meter.track_withheld(lambda: crd_guard.withholding)
+    background.append(crd_guard.run)
     app = create_app(
         admitter=admitter,
         ready=watch_cache.is_ready,
