@@ -24,7 +24,7 @@ from ..test_podium import wait_for_webhook
 from .conftest import ENV, enabled_operators
 from .frameworks import FRAMEWORKS
 from .observe import api_path, observe, summarize
-from .runner import OperatorPool
+from .runner import NAMES, OperatorPool
 
 pytestmark = pytest.mark.e2e
 
@@ -100,11 +100,20 @@ def test_every_framework_is_covered() -> None:
 
 @pytest.fixture(scope="module")
 def podium_beside_operators(
-    operator_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+    operator_cluster: LocalCluster,
+    operator_pool: OperatorPool,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Podium]:
     """podium serving for ``operator_cluster``, with Cilium's policy CRDs installed so it writes
-    its policies; the webhook configuration is removed again afterwards."""
+    its policies; the webhook configuration is removed again afterwards.
+
+    The requested operators (and so their CRDs) are started first, as on a cluster where podium
+    is installed beside them: podium retries a kind whose CRD is missing only every 30 s, and
+    until then an adapter that verifies the owner chain (LWS) does not recognise the pods."""
+    operator_pool.ensure([n for n in NAMES if n in enabled_operators()])
     operator_cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
+    with contextlib.suppress(ApiError):
+        operator_cluster.create_namespace("podium-system")  # podium's leader-election lease
     server = Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators"))
     server.start()
     try:
