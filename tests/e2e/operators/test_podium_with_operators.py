@@ -247,6 +247,10 @@ def test_podium_pins_what_the_real_operator_creates(
             assert len(owners) == 1, (kind, owners)
             assert owners[0]["uid"] in chain_uids, (kind, owners)
             assert owners[0]["kind"] == expected.owner_kind, (kind, owners)
+    for kind, items in objects.items():
+        for obj in items:
+            owner = obj["metadata"]["ownerReferences"][0]
+            print(f"{kind} {obj['metadata']['name']} owned by {owner['kind']}/{owner['name']}")
     record_zones = sorted(r["data"]["zone"] for r in objects["ConfigMap"])
     assert record_zones == sorted(z for zs in zones.values() for z in zs)
 
