@@ -358,19 +358,7 @@ def admit(placement: Placement, mode: Mode, line: Line = Line.CURRENT) -> Admitt
     bound = {name: _bind(pod, zones[name]) for name, pod in out.items()}
     records = [m for m in made if m["kind"] == policies.RECORD_KIND]
     written = {m["metadata"]["name"]: m for m in made if m["kind"] != policies.RECORD_KIND}
-    passes = []
-    for _ in range(4):
-        base = [*NAMESPACES.values(), *_nodes(placement), job, crd, *records]
-        view = ClusterView.from_objects([*base, *bound.values()], zone_label=conf.zone_label)
-        owned = reconciler.Owned(decisions=records, policies=list(written.values()))
-        actions = reconciler.plan(view, conf, owned=owned, now=NOW, tuning=reconciler.Tuning())
-        if not actions:
-            break
-        passes.append(tuple((a.verb, a.reason, a.target[0]) for a in actions))
-        for action in actions:
-            _carry_out(action, bound, written)
-    else:
-        raise AssertionError(f"the reconciler did not settle: {passes}")
+    passes = [p for p, _, _ in reconcile(placement, conf, [job, crd, *records], bound, written)]
     record = records[0] if records else None
     return Admitted(
         pods=bound,
@@ -380,6 +368,74 @@ def admit(placement: Placement, mode: Mode, line: Line = Line.CURRENT) -> Admitt
         record_zone=(record["data"]["zone"] or None) if record else None,
         reconciled=tuple(passes),
     )
+
+
+Pass = tuple[tuple[str, str, str], ...]
+
+
+def reconcile(
+    placement: Placement,
+    conf: settings.Settings,
+    objects: list[dict[str, Any]],
+    pods: dict[str, dict[str, Any]],
+    written: dict[str, dict[str, Any]],
+) -> list[tuple[Pass, dict[str, dict[str, Any]], list[dict[str, Any]]]]:
+    """Run podium's reconciler (``reconciler.plan``, its actions carried out as the apiserver
+    would) on the cluster until it has nothing left to do; ``pods`` and ``written`` (podium's
+    policies by name) change in place. Per pass: its actions, and the pods and policies after it."""
+    records = [o for o in objects if o.get("kind") == policies.RECORD_KIND]
+    out = []
+    for _ in range(4):
+        base = [*NAMESPACES.values(), *_nodes(placement), *objects]
+        view = ClusterView.from_objects([*base, *pods.values()], zone_label=conf.zone_label)
+        owned = reconciler.Owned(decisions=records, policies=list(written.values()))
+        actions = reconciler.plan(view, conf, owned=owned, now=NOW, tuning=reconciler.Tuning())
+        if not actions:
+            return out
+        for action in actions:
+            _carry_out(action, pods, written)
+        done = tuple((a.verb, a.reason, a.target[0]) for a in actions)
+        out.append((done, copy.deepcopy(pods), [written[n] for n in sorted(written)]))
+    raise AssertionError(f"the reconciler did not settle: {[p for p, _, _ in out]}")
+
+
+def migration(placement: Placement) -> list[tuple[Pass, list[Pod], list[dict[str, Any]]]]:
+    """A job admitted before podium scoped policies to zones — its pods without
+    ``podium.dev/zone``, its policy job-wide — and what today's reconciler makes of it, pass by
+    pass: (the pass's actions, the pods as Cilium sees them, podium's policies) after each, the
+    state before the first pass first (no actions)."""
+    admitted = admit(placement, Mode.CILIUM)
+    conf = _settings(placement, Mode.CILIUM)
+    pods = copy.deepcopy(dict(admitted.pods))
+    for name in JOB_PODS:
+        pod_labels = pods[name]["metadata"]["labels"]
+        if labels.JOB in pod_labels:
+            pod_labels.pop(PODIUM_ZONE, None)
+    old = policies.build_policy(
+        gang=admitted.gang,
+        namespace=NS,
+        mode=conf.policy_mode,
+        scope=settings.PolicyScope.JOB,
+        zone=None,
+    )
+    assert old is not None
+    written = {old["metadata"]["name"]: old}
+    record = policies.build_record(
+        gang=admitted.gang,
+        namespace=NS,
+        zone=admitted.record_zone,
+        reason="best-fit",
+        detail="",
+        decided_at=NOW.isoformat(),
+    )
+    job = _source_pods()["_job"]
+    states = [((), copy.deepcopy(pods), [old])]
+    states += reconcile(placement, conf, [job, cilium_crd(Line.CURRENT), record], pods, written)
+
+    def seen(state_pods: dict[str, dict[str, Any]]) -> list[Pod]:
+        return cilium_pods(dataclasses.replace(admitted, pods=state_pods))
+
+    return [(done, seen(state_pods), written_) for done, state_pods, written_ in states]
 
 
 def _carry_out(

@@ -295,6 +295,7 @@ def test_pytorchjob_created_concurrently_lands_in_one_zone(
     for p in pods:
         assert p["metadata"]["annotations"][ZONE] == "zone-c"
         assert p["metadata"]["labels"][JOB] == job["metadata"]["uid"]
+        assert p["metadata"]["labels"][ZONE] == "zone-c"  # podium's trusted zone label
         terms = p["spec"]["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"
         ]
@@ -315,7 +316,8 @@ def test_pytorchjob_created_concurrently_lands_in_one_zone(
         ]
     assert records[0]["data"]["zone"] == "zone-c"
     spec = policies[0]["spec"]
-    assert spec["endpointSelector"] == {"matchLabels": {JOB: job["metadata"]["uid"]}}
+    peers = {"matchLabels": {JOB: job["metadata"]["uid"], ZONE: "zone-c"}}  # job and zone
+    assert (spec["endpointSelector"], spec["ingress"]) == (peers, [{"fromEndpoints": [peers]}])
     assert spec["enableDefaultDeny"] == {"ingress": False, "egress": False}
 
 
@@ -679,6 +681,19 @@ def test_changing_podiums_label_later_is_refused(local_cluster: LocalCluster, ns
             content_type="application/merge-patch+json",
         )
     assert err.value.status == 403
+    # The zone label likewise: a pod that claims another zone would join that zone's policy.
+    other_zone = "zone-b" if created["metadata"]["labels"][ZONE] != "zone-b" else "zone-a"
+    for name, zone in ((created["metadata"]["name"], other_zone), ("bystander", "zone-c")):
+        with pytest.raises(ApiError) as err:
+            local_cluster.request(
+                "PATCH",
+                f"/api/v1/namespaces/{ns}/pods/{name}",
+                {"metadata": {"labels": {ZONE: zone}}},
+                content_type="application/merge-patch+json",
+            )
+        assert (
+            err.value.status == 403 and "podium.dev/zone label is set by podium" in err.value.body
+        )
     # Other label changes pass untouched (the webhook is not even called for them).
     patched = local_cluster.request(
         "PATCH",

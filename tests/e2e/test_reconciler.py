@@ -18,12 +18,14 @@ from tests.builders import owner_ref
 from .cluster import ApiError, LocalCluster
 from .podium import Podium
 from .test_podium import (
+    ZONE,
     collection,
     create,
     create_concurrently,
     podium_objects,
     pytorch_pods,
     pytorchjob,
+    wait_bound,
     wait_for_webhook,
 )
 
@@ -56,7 +58,7 @@ def pair(
     """Two podium processes (the same Deployment's replicas); the webhook calls the first."""
     ensure_namespace(local_cluster, "podium-system")
     servers: list[Podium] = []
-    config = f"orphan-grace-seconds: {GRACE}\nreconcile-interval-seconds: 0.5\n"
+    config = f"orphan-grace-seconds: {GRACE}\nreconcile-interval-seconds: 0.5\nno-fit: unpinned\n"
     try:
         for name in ("a", "b"):
             server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"), config=config)
@@ -198,6 +200,47 @@ def test_an_edited_selector_is_patched_back(
     records = audited(local_cluster, pair, ns, bool)
     actions = [(r["action"], r["result"]) for r in records]
     assert actions == [("repair", "repaired")]  # once: what it writes is what it expects
+
+
+def test_an_unpinned_pod_gets_its_nodes_zone_once_bound_and_the_zone_its_policy(
+    local_cluster: LocalCluster, ns: str, pair: list[Podium]
+) -> None:
+    """No zone has room for the gang (no-fit: unpinned): podium admits its pods without a zone,
+    so no zone-scoped policy covers them. Once the scheduler binds them, the reconciler labels
+    each with its node's zone — a patch by podium's own user, which podium's UPDATE guard lets
+    through for exactly that value — and creates each zone's policy."""
+    job = pytorchjob(local_cluster, ns, "unpinned", workers=20)  # 168 GPUs: no zone fits
+    pods = create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
+    assert all(ZONE not in p["metadata"]["labels"] for p in pods)
+    zones = wait_bound(local_cluster, ns, [p["metadata"]["name"] for p in pods])
+
+    def labelled() -> bool:
+        got = [
+            local_cluster.request("GET", f"/api/v1/namespaces/{ns}/pods/{p}")["metadata"][
+                "labels"
+            ].get(ZONE)
+            for p in zones
+        ]
+        return got == list(zones.values())
+
+    local_cluster.wait_for("the reconciler to label the pods with their zone", labelled, timeout=30)
+    local_cluster.wait_for(
+        "a policy for every zone",
+        lambda: (
+            {
+                p["spec"]["endpointSelector"]["matchLabels"].get(ZONE)
+                for p in podium_objects(local_cluster, ns)[1]
+            }
+            == set(zones.values())
+        ),
+        timeout=30,
+    )
+    records = audited(
+        local_cluster, pair, ns, lambda rs: sum(r["action"] == "label" for r in rs) >= len(pods)
+    )
+    assert {(r["action"], r["reason"], r["result"]) for r in records if r["action"] == "label"} == {
+        ("label", "zone-known", "labelled")
+    }
 
 
 def test_an_orphan_is_marked_then_deleted_after_the_grace(
