@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -58,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.operators.capture")
     parser.add_argument("frameworks", nargs="*", help=f"default: all of {', '.join(FRAMEWORKS)}")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--work-dir", type=Path, help="keep the cluster's files here")
+    parser.add_argument(
+        "--work-dir", type=Path, help="keep the cluster's and operators' files (logs) here"
+    )
     args = parser.parse_args(argv)
     names = args.frameworks or list(FRAMEWORKS)
     unknown = [n for n in names if n not in FRAMEWORKS]
@@ -68,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="podium-capture-"))
     print(f"work dir: {work}", file=sys.stderr)
+    capture(names, args.out, work)
+    if args.work_dir is None:  # kept (logs, audit log) only when it failed or was asked for
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def capture(names: list[str], out: Path, work: Path) -> None:
+    """Run the frameworks ``names`` on a new control plane in ``work``; write into ``out``."""
     bin_dir = controlplane_bin_dir()
     captured = datetime.date.today().isoformat()
     with LocalCluster(bin_dir, work / "controlplane") as cluster:
@@ -83,12 +94,11 @@ def main(argv: list[str] | None = None) -> int:
                         observation, pool.builds, kubernetes=kubernetes, captured=captured
                     )
                 version = pool.builds[framework.operator].version
-                path = args.out / f"{name}-{version}.yaml"
+                path = out / f"{name}-{version}.yaml"
                 path.write_text(dump(document))
                 print(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:")
                 for line in summarize(observation):
                     print(f"  {line}")
-    return 0
 
 
 if __name__ == "__main__":
