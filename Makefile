@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup controlplane helm lint typecheck unit e2e test demo demo-offline bench bench-placement clean
+.PHONY: setup controlplane helm lint typecheck unit e2e e2e-operators test demo demo-offline bench bench-placement clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,8 +35,17 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest -m "not e2e"
 
+## The real training operators the e2e tests run beside podium (tests/e2e/operators,
+## docs/operators.md): all seven unless PODIUM_E2E_OPERATORS names fewer ("" for none).
+## Built once from the Go module proxy into ~/.cache/podium (about 25-40 minutes cold).
+PODIUM_E2E_OPERATORS ?= all
+export PODIUM_E2E_OPERATORS
+
 e2e: setup controlplane helm
 	$(BIN)/pytest -m e2e
+
+e2e-operators: setup controlplane
+	$(BIN)/pytest -m e2e tests/e2e/operators
 
 ## The whole suite: lint, types, unit and property tests, and the end-to-end tests on a real
 ## control plane.
