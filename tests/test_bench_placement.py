@@ -130,6 +130,18 @@ def test_a_partial_gang_held_past_the_limit_is_stuck_and_stranded_until_the_end(
     assert m["wait_p50_min"] is None
 
 
+def test_what_the_watch_saw_after_the_run_ended_is_not_counted() -> None:
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 1}],
+        [[0, "a", 1.0, 12.0, 12.1, None, None, 0], [0, "a", 1.0, 9.0, 9.5, None, None, 0]],
+        end=10.0,
+    )
+    m = analysis.metrics(record)
+    assert m["stranded_gpu_h"] == pytest.approx(analysis.sim_hours(1.0))
+    assert m["bound_peak_per_s"] == 1
+    assert sum(analysis.timeline(record, step_s=0.5)["stranded"]) * 0.5 == pytest.approx(1.0)
+
+
 def test_a_gang_bound_at_once_is_never_partial() -> None:
     view = analysis.job_views(
         _record(

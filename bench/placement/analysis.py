@@ -83,11 +83,12 @@ class AttemptView:
         return self.whole_s is not None and not self.split
 
     def held(self) -> list[tuple[float, float]]:
-        """[bound, deleted-or-end) of each bound pod."""
+        """[bound, deleted) of each pod bound before the run ended, cut at the end (the watch
+        may still see binds while the run's last metrics are scraped)."""
         return [
-            (float(p[BOUND]), float(p[DELETED]) if p[DELETED] is not None else self.end_s)
-            for p in self.pods
-            if p[BOUND] is not None
+            (start, min(stop, self.end_s))
+            for start, stop in (_held(p, self.end_s) for p in self.pods)
+            if start < self.end_s
         ]
 
     def useful_and_stranded_gpu_s(self) -> tuple[float, float]:
@@ -146,6 +147,13 @@ class JobView:
 
     def outcomes(self) -> list[str]:
         return [str(a.attempt.get("outcome")) for a in self.attempts]
+
+
+def _held(pod: Sequence[Any], end: float) -> tuple[float, float]:
+    """[bound, deleted-or-end) of a pod; (end, end) for one never bound."""
+    if pod[BOUND] is None:
+        return end, end
+    return float(pod[BOUND]), float(pod[DELETED]) if pod[DELETED] is not None else end
 
 
 def job_views(record: Mapping[str, Any]) -> list[JobView]:
@@ -294,7 +302,7 @@ def _peak_binds(record: Mapping[str, Any]) -> int:
     """The most pods seen bound within one real second."""
     per_second: dict[int, int] = defaultdict(int)
     for pod in record["pods"]:
-        if pod[BOUND] is not None:
+        if pod[BOUND] is not None and pod[BOUND] < record["end_s"]:
             per_second[int(pod[BOUND])] += 1
     return max(per_second.values(), default=0)
 
@@ -317,10 +325,10 @@ def timeline(record: Mapping[str, Any], step_s: float = 0.5) -> dict[str, list[f
         for attempt in view.attempts:
             gpus, whole = attempt.gpus_per_pod, attempt.whole_s
             for pod in attempt.pods:
-                if pod[BOUND] is None:
+                start, stop = _held(pod, end)
+                if start >= end:
                     continue
-                start = float(pod[BOUND])
-                stop = float(pod[DELETED]) if pod[DELETED] is not None else end
+                stop = min(stop, end)
                 if pod[ZONE] in per_zone:
                     add(per_zone[pod[ZONE]], start, stop, gpus)
                 if whole is None or attempt.split:

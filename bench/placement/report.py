@@ -141,16 +141,12 @@ def plots(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
                 colors=["#3a923a", "#d62728"],
                 alpha=0.8,
             )
-            top.plot(
-                t,
-                series["waiting"],
-                color="#555555",
-                lw=0.8,
-                ls="--",
-                label="asked by jobs not yet whole",
-            )
             top.axhline(record["capacity_gpus"], color="black", lw=0.8)
-            top.set_ylim(0, record["capacity_gpus"] * 2)
+            top.set_ylim(0, 1.1 * record["capacity_gpus"])
+            backlog = top.twinx()
+            backlog.plot(t, series["waiting"], color="#555555", lw=0.8, ls="--")
+            backlog.set_ylim(0, max(1.1 * max(series["waiting"]), record["capacity_gpus"]))
+            backlog.set_ylabel("asked by jobs not yet whole (dashed)", fontsize=8)
             top.set_title(f"{arm}, seed {record['seed']}")
             top.set_ylabel("GPUs")
             for zone, gpus in sorted(record["zones"].items()):
