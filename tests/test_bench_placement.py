@@ -1,16 +1,61 @@
-"""The placement study (bench/placement): the analysis counts what it says it counts, and the
-arms and the "operator" make the objects they say they make."""
+"""The placement study (bench/placement): the committed tables are what the report code makes of
+the committed numbers, the numbers are what the analysis makes of the committed raw runs, and the
+analysis counts what it says it counts."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from bench.placement import analysis, arms, runner, trace
+from bench import placement
+from bench.placement import analysis, arms, report, runner, trace
 from webhook.core.settings import Settings, ZoneChooser
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
+
+
+def _results() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DOCS / placement.RESULTS).read_text())
+    return data
+
+
+# -- the committed study --------------------------------------------------------------------------
+
+
+def test_the_committed_tables_are_rendered_from_the_committed_numbers() -> None:
+    document = (DOCS / placement.DOCUMENT).read_text()
+    assert report.embed(document, report.markdown(_results())) == document
+
+
+def test_the_committed_numbers_are_computed_from_the_committed_runs() -> None:
+    records = {(r["arm"], r["seed"]): r for r in placement.load_records(DOCS)}
+    results = _results()
+    assert {(r["arm"], r["seed"]) for r in results["runs"]} == set(records)
+    for run in results["runs"]:
+        assert run["metrics"] == analysis.metrics(records[(run["arm"], run["seed"])]), run["arm"]
+
+
+def test_the_committed_study_covers_every_arm_on_two_seeds_of_one_trace() -> None:
+    results = _results()
+    seeds = {run["seed"] for run in results["runs"]}
+    assert len(seeds) >= 2
+    for arm in arms.DEFAULT_ARMS:
+        assert {r["seed"] for r in results["runs"] if r["arm"] == arm} == seeds
+    spec = placement.spec_of(results["params"])
+    assert spec.jobs >= 150
+    for seed in seeds:  # the recorded trace is the one its parameters generate
+        jobs = trace.generate(seed, spec)
+        assert results["params"]["offered_load"][str(seed)] == round(trace.offered_load(jobs), 4)
+    for record in placement.load_records(DOCS):
+        jobs = trace.generate(record["seed"], spec)
+        assert [(j["name"], j["pods"], j["gpus_per_pod"]) for j in record["jobs"]] == [
+            (j.name, j.pods, j.gpus_per_pod) for j in jobs
+        ]
+
 
 # -- the trace ------------------------------------------------------------------------------------
 
