@@ -84,7 +84,9 @@ def test_doctor_finds_every_seeded_problem(local_cluster: LocalCluster, podium: 
         "DELETE",
         f"/apis/cilium.io/v2/namespaces/{ns}/ciliumnetworkpolicies/{gone['metadata']['name']}",
     )
-    # A cluster-wide deny rule that selects one job.
+    # A cluster-wide deny rule that selects one job and drops its pods' traffic to their own
+    # namespace, peers included (an egress deny to `world` alone would not touch the job's own
+    # traffic: doctor judges as Cilium does, tests/cilium/test_doctor_agrees.py).
     job_with_pods(local_cluster, ns, "denied")
     ccnp = f"deny-{ns}"
     create_ccnp = {
@@ -98,7 +100,9 @@ def test_doctor_finds_every_seeded_problem(local_cluster: LocalCluster, podium: 
                     "training.kubeflow.org/job-name": "denied",
                 }
             },
-            "egressDeny": [{"toEntities": ["world"]}],
+            "egressDeny": [
+                {"toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": ns}}]}
+            ],
         },
     }
     local_cluster.request(
