@@ -44,6 +44,7 @@ from webhook.core import reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
+from webhook.ops import auditview
 from webhook.serve import admission, audit
 
 from .cluster import CRD_DIR, ApiError, LocalCluster
@@ -252,7 +253,7 @@ def test_a_stdout_nobody_reads_does_not_stall_admissions(
         )
         reader.start()
         reader.join(30)
-        assert [r["requestUID"] for r in audit.read(lines)] == uids
+        assert [r["requestUID"] for r in auditview.read(lines)] == uids
     finally:
         server.stop()
 

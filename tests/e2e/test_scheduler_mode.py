@@ -76,7 +76,21 @@ def test_auto_finds_the_scheduler_and_the_gang_lands_in_one_zone(
 ) -> None:
     job = pytorchjob(gang_cluster, ns, "llama", workers=2, gpus=4)
     uid = job["metadata"]["uid"]
-    pods = create_concurrently(gang_cluster, pytorch_pods(job, workers=2, gpus=4))
+    specs = pytorch_pods(job, workers=2, gpus=4)
+    # A gang goes to the scheduler only when podium reads its size from the job: wait until the
+    # watch has brought the job into podium's view (a dry-run admission is then grouped), as an
+    # operator's pods, created after it reconciles the job, normally find it.
+    gang_cluster.wait_for(
+        "podium's view to hold the job",
+        lambda: (
+            "schedulingGroup"
+            in gang_cluster.request(
+                "POST", f"/api/v1/namespaces/{ns}/pods", specs[0], query={"dryRun": "All"}
+            )["spec"]
+        ),
+        timeout=30,
+    )
+    pods = create_concurrently(gang_cluster, specs)
     groups = {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in pods}
     assert len(groups) == 1 and None not in groups, groups
     (group,) = groups
@@ -99,7 +113,7 @@ def test_auto_finds_the_scheduler_and_the_gang_lands_in_one_zone(
     assert records[0]["data"]["zoneChooser"] == "scheduler" and records[0]["data"]["zone"] == ""
     # Job-wide: the scheduler keeps the gang in one zone; no pod is relabelled after binding.
     assert policies[0]["spec"]["endpointSelector"] == {"matchLabels": {JOB: uid}}
-    audit = [r for r in podium.audit_records() if r.get("namespace") == ns]
+    audit = [r for r in podium.audit_records() if r.get("namespace") == ns and not r["dryRun"]]
     assert len(audit) == 3 and {r["outcome"] for r in audit} == {"grouped"}
     created = [e["outcome"] for r in audit for e in r["effects"] if e["kind"] == "PodGroup"]
     assert created.count("created") == 1
