@@ -40,17 +40,9 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", metavar="FILE", help="Settings file (YAML).", exists=False),
 ]
-KubeconfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--kubeconfig",
-        metavar="FILE",
-        help="Kubeconfig; default: in-cluster, else $KUBECONFIG or ~/.kube/config.",
-    ),
-]
-ContextOption = Annotated[
-    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context.")
-]
+# One spelling of the cluster options for every command (certs declares them for its own).
+KubeconfigOption = certs_cli.KubeconfigOption
+ContextOption = certs_cli.ContextOption
 
 
 def _version(value: bool) -> None:
