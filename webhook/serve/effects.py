@@ -16,6 +16,7 @@ from typing import Literal, TypeVar
 
 from webhook.core import records
 from webhook.core.engine import Decision
+from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.kube import errors
 from webhook.kube.protocols import Api
@@ -77,33 +78,41 @@ async def ensure(decision: Decision, api: Api) -> Applied:
     warnings: list[str] = []
     group = decision.podgroup
     if group is not None:
-        meta = group["metadata"]
-        try:
-            await api.create(group)
-            results.append(EffectResult(group["kind"], meta["name"], "created"))
-        except errors.AlreadyExists:
-            results.append(EffectResult(group["kind"], meta["name"], "exists"))
-        except errors.NotFound:
-            results.append(EffectResult(group["kind"], meta["name"], "skipped-crd-missing"))
-            warnings.append(
-                f"podium could not create PodGroup {meta['name']}: the apiserver does not serve "
-                f"{group['apiVersion']} PodGroups; the pod is neither grouped nor pinned"
-            )
+        name = group["metadata"]["name"]
+        missing = (
+            f"podium could not create PodGroup {name}: the apiserver does not serve "
+            f"{group['apiVersion']} PodGroups; the pod is neither grouped nor pinned"
+        )
+        await _create_unless_missing(api, group, missing, results, warnings)
     policy = decision.policy
     if policy is not None:
-        meta = policy["metadata"]
-        try:
-            await api.create(policy)
-            results.append(EffectResult(policy["kind"], meta["name"], "created"))
-        except errors.AlreadyExists:
-            results.append(EffectResult(policy["kind"], meta["name"], "exists"))
-        except errors.NotFound:
-            results.append(EffectResult(policy["kind"], meta["name"], "skipped-crd-missing"))
-            warnings.append(
-                f"podium could not create {policy['kind']} {meta['name']}: the {policy['kind']} "
-                "resource is not installed; the pod is pinned but no allow policy exists"
-            )
+        kind, name = policy["kind"], policy["metadata"]["name"]
+        missing = (
+            f"podium could not create {kind} {name}: the {kind} resource is not installed; "
+            "the pod is pinned but no allow policy exists"
+        )
+        await _create_unless_missing(api, policy, missing, results, warnings)
     return Applied(tuple(results), warnings=tuple(warnings))
+
+
+async def _create_unless_missing(
+    api: Api,
+    manifest: Manifest,
+    missing: str,
+    results: list[EffectResult],
+    warnings: list[str],
+) -> None:
+    """Create an object the gang needs beside its record: one that exists already is fine; a
+    kind the apiserver does not serve (a missing CRD or API) is the warning ``missing``."""
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    try:
+        await api.create(manifest)
+        results.append(EffectResult(kind, name, "created"))
+    except errors.AlreadyExists:
+        results.append(EffectResult(kind, name, "exists"))
+    except errors.NotFound:
+        results.append(EffectResult(kind, name, "skipped-crd-missing"))
+        warnings.append(missing)
 
 
 async def with_budget(seconds: float, call: Callable[[], Awaitable[T]]) -> T:
