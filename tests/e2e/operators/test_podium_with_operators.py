@@ -22,7 +22,7 @@ from ..cluster import ApiError, LocalCluster, crd_files
 from ..podium import Podium, opted_in_namespace
 from .conftest import ENV, enabled_operators
 from .frameworks import FRAMEWORKS
-from .observe import api_path, observe, summarize
+from .observe import Observation, api_path, observe, summarize
 from .runner import NAMES, OperatorPool
 
 pytestmark = pytest.mark.e2e
@@ -193,44 +193,45 @@ def _affinity_zones(pod: dict[str, Any]) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("name", list(_params()))
-def test_podium_pins_what_the_real_operator_creates(
-    name: str,
-    operator_cluster: LocalCluster,
-    operator_pool: OperatorPool,
-    podium_beside_operators: Podium,
-) -> None:
-    framework = FRAMEWORKS[name]
-    expected = GANGS[name]
-    podium = podium_beside_operators
-    operator_pool.ensure(framework.operators)
-    node_zones = {
+def _node_zones(cluster: LocalCluster) -> dict[str, str | None]:
+    return {
         n["metadata"]["name"]: n["metadata"]["labels"].get(ZONE_KEY)
-        for n in operator_cluster.request("GET", "/api/v1/nodes")["items"]
+        for n in cluster.request("GET", "/api/v1/nodes")["items"]
     }
-    with opted_in_namespace(operator_cluster, f"podium-{name}") as namespace:
-        seen = observe(operator_cluster, framework, operator_pool.builds, namespace)
-        objects = _podium_objects(operator_cluster, namespace)
-    print("\n".join(summarize(seen)))
 
-    assert len(seen.pods) >= framework.pods
+
+def _check_pinned(pod: dict[str, Any], node_zones: dict[str, str | None]) -> str:
+    """Assert podium pinned ``pod`` (reason, zone annotation, trusted label, node affinity and,
+    once bound, the node's zone); return the zone."""
+    pod_name = pod["metadata"]["name"]
+    labels = pod["metadata"].get("labels", {})
+    annotations = pod["metadata"].get("annotations", {})
+    assert JOB in labels, f"{pod_name}: podium did not recognise the pod ({annotations})"
+    reason = annotations.get(REASON)
+    assert reason in PINNED_REASONS, (pod_name, reason, annotations)
+    zone: str = annotations[ZONE]
+    assert labels.get(ZONE) == zone, pod_name
+    assert _affinity_zones(pod) == [zone], pod_name
+    node = pod["spec"].get("nodeName")
+    if node:
+        assert node_zones[node] == zone, (pod_name, node)
+    return zone
+
+
+def _check_outcome(
+    seen: Observation,
+    objects: dict[str, list[dict[str, Any]]],
+    podium: Podium,
+    expected: Gangs,
+    node_zones: dict[str, str | None],
+) -> None:
     gangs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     outcome = []
     for pod in seen.pods:
-        pod_name = pod["metadata"]["name"]
-        labels = pod["metadata"].get("labels", {})
-        annotations = pod["metadata"].get("annotations", {})
-        assert JOB in labels, f"{pod_name}: podium did not recognise the pod ({annotations})"
-        reason = annotations.get(REASON)
-        assert reason in PINNED_REASONS, (pod_name, reason, annotations)
-        zone = annotations[ZONE]
-        assert labels.get(ZONE) == zone, pod_name
-        assert _affinity_zones(pod) == [zone], pod_name
-        node = pod["spec"].get("nodeName")
-        if node:
-            assert node_zones[node] == zone, (pod_name, node)
-        gangs[labels[JOB]].append(pod)
-        outcome.append((pod_name, zone, reason, node))
+        zone = _check_pinned(pod, node_zones)
+        gangs[pod["metadata"]["labels"][JOB]].append(pod)
+        reason = pod["metadata"]["annotations"][REASON]
+        outcome.append((pod["metadata"]["name"], zone, reason, pod["spec"].get("nodeName")))
     print("\n".join(" ".join(str(x) for x in row) for row in outcome))
 
     # Each gang sits in one zone; as many gangs as the example makes.
@@ -247,15 +248,14 @@ def test_podium_pins_what_the_real_operator_creates(
             assert len(owners) == 1, (kind, owners)
             assert owners[0]["uid"] in chain_uids, (kind, owners)
             assert owners[0]["kind"] == expected.owner_kind, (kind, owners)
-    for kind, items in objects.items():
-        for obj in items:
-            owner = obj["metadata"]["ownerReferences"][0]
-            print(f"{kind} {obj['metadata']['name']} owned by {owner['kind']}/{owner['name']}")
+            print(
+                f"{kind} {obj['metadata']['name']} owned by {owners[0]['kind']}/{owners[0]['name']}"
+            )
     record_zones = sorted(r["data"]["zone"] for r in objects["ConfigMap"])
     assert record_zones == sorted(z for zs in zones.values() for z in zs)
 
     # An audit record for every pod, with the zone it was pinned to.
-    records = [r for r in podium.audit_records() if r.get("namespace") == namespace]
+    records = [r for r in podium.audit_records() if r.get("namespace") == seen.namespace]
     for pod in seen.pods:
         pod_name = pod["metadata"]["name"]
         generate = pod["metadata"].get("generateName") or "\0"
@@ -266,3 +266,176 @@ def test_podium_pins_what_the_real_operator_creates(
         ]
         assert mine, (pod_name, [r.get("pod") for r in records])
         assert {r.get("zone") for r in mine} == {pod["metadata"]["annotations"][ZONE]}, mine
+
+
+def _delete_job_and_wait_cleaned_up(cluster: LocalCluster, seen: Observation) -> None:
+    """Delete the submitted job as its owner would: the garbage collector must take podium's
+    decision records and policies with it (they are owned by the job or an object it owns)."""
+    job = seen.job
+    cluster.request(
+        "DELETE",
+        api_path(job["apiVersion"], job["kind"], seen.namespace, job["metadata"]["name"]),
+        {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+    )
+
+    def cleaned_up() -> bool:
+        return not any(_podium_objects(cluster, seen.namespace).values())
+
+    cluster.wait_for(
+        f"podium's records and policies in {seen.namespace} to be collected with "
+        f"{job['kind']}/{job['metadata']['name']}",
+        cleaned_up,
+        timeout=90,
+    )
+
+
+@pytest.mark.parametrize("name", list(_params()))
+def test_podium_pins_what_the_real_operator_creates(
+    name: str,
+    operator_cluster: LocalCluster,
+    operator_pool: OperatorPool,
+    podium_beside_operators: Podium,
+) -> None:
+    framework = FRAMEWORKS[name]
+    operator_pool.ensure(framework.operators)
+    node_zones = _node_zones(operator_cluster)
+    with opted_in_namespace(operator_cluster, f"podium-{name}") as namespace:
+        seen = observe(operator_cluster, framework, operator_pool.builds, namespace)
+        print("\n".join(summarize(seen)))
+        assert len(seen.pods) >= framework.pods
+        objects = _podium_objects(operator_cluster, namespace)
+        _check_outcome(seen, objects, podium_beside_operators, GANGS[name], node_zones)
+        _delete_job_and_wait_cleaned_up(operator_cluster, seen)
+
+
+# --- the operator acts again on a running job -------------------------------------------------
+
+REPLICA_TYPE = "training.kubeflow.org/replica-type"
+
+
+def _needs(*operators: str) -> pytest.MarkDecorator:
+    missing = sorted(set(operators) - enabled_operators())
+    return pytest.mark.skipif(bool(missing), reason=f"set {ENV}={','.join(operators)}")
+
+
+def _pods(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods")[
+        "items"
+    ]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def _workers(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        p["metadata"]["name"]: p
+        for p in pods
+        if p["metadata"].get("labels", {}).get(REPLICA_TYPE) == "worker"
+    }
+
+
+def _the_zone(seen: Observation) -> str:
+    """The one zone podium pinned the whole job to."""
+    zones = {p["metadata"].get("annotations", {}).get(ZONE) for p in seen.pods}
+    assert len(zones) == 1 and None not in zones, zones
+    (zone,) = zones
+    assert zone is not None
+    return zone
+
+
+def _one_record_and_policy(cluster: LocalCluster, namespace: str, zone: str) -> None:
+    objects = _podium_objects(cluster, namespace)
+    assert [len(objects["ConfigMap"]), len(objects["CiliumNetworkPolicy"])] == [1, 1], objects
+    assert objects["ConfigMap"][0]["data"]["zone"] == zone
+
+
+def _recorded_audit(podium: Podium, namespace: str, pod: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in podium.audit_records()
+        if r.get("namespace") == namespace and r.get("pod") == pod and r.get("reason") == "recorded"
+    ]
+
+
+@_needs("trainingoperator")
+def test_a_worker_the_operator_recreates_follows_the_record(
+    operator_cluster: LocalCluster,
+    operator_pool: OperatorPool,
+    podium_beside_operators: Podium,
+) -> None:
+    """Delete a running worker: training-operator creates it again (same name, new UID) and
+    podium pins the new pod to the recorded zone, with reason ``recorded``."""
+    framework = FRAMEWORKS["pytorchjob"]
+    operator_pool.ensure(framework.operators)
+    node_zones = _node_zones(operator_cluster)
+    cluster = operator_cluster
+    with opted_in_namespace(cluster, "podium-recreate") as namespace:
+        seen = observe(cluster, framework, operator_pool.builds, namespace)
+        zone = _the_zone(seen)
+        victim = sorted(_workers(seen.pods).items())[0][1]
+        name, old_uid = victim["metadata"]["name"], victim["metadata"]["uid"]
+        cluster.request(
+            "DELETE",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            query={"gracePeriodSeconds": "0"},
+        )
+
+        def recreated() -> dict[str, Any] | None:
+            pod = _workers(_pods(cluster, namespace)).get(name)
+            if pod and pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName"):
+                return pod
+            return None
+
+        cluster.wait_for(
+            f"training-operator to recreate {name}", lambda: bool(recreated()), timeout=120
+        )
+        again = recreated()
+        assert again is not None
+        print(name, old_uid, "->", again["metadata"]["uid"], again["spec"]["nodeName"])
+        assert _check_pinned(again, node_zones) == zone
+        assert again["metadata"]["annotations"][REASON] == "recorded"
+        assert _recorded_audit(podium_beside_operators, namespace, name), name
+        _one_record_and_policy(cluster, namespace, zone)
+        _delete_job_and_wait_cleaned_up(cluster, seen)
+
+
+@_needs("trainingoperator")
+def test_an_elastic_job_scaled_from_2_to_4_workers_stays_in_its_zone(
+    operator_cluster: LocalCluster,
+    operator_pool: OperatorPool,
+    podium_beside_operators: Podium,
+) -> None:
+    """Scale the elastic PyTorchJob (maxReplicas 4) from 2 to 4 workers: training-operator
+    creates workers 2 and 3, and podium pins them where the first two run."""
+    framework = FRAMEWORKS["pytorchjob-elastic"]
+    operator_pool.ensure(framework.operators)
+    node_zones = _node_zones(operator_cluster)
+    cluster = operator_cluster
+    with opted_in_namespace(cluster, "podium-elastic") as namespace:
+        seen = observe(cluster, framework, operator_pool.builds, namespace)
+        zone = _the_zone(seen)
+        first = set(_workers(seen.pods))
+        assert len(first) == 2, sorted(first)
+        job = seen.job
+        cluster.request(
+            "PATCH",
+            api_path(job["apiVersion"], job["kind"], namespace, job["metadata"]["name"]),
+            {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}},
+            content_type="application/merge-patch+json",
+        )
+
+        def scaled() -> bool:
+            workers = _workers(_pods(cluster, namespace))
+            return len(workers) == 4 and all(p["spec"].get("nodeName") for p in workers.values())
+
+        cluster.wait_for("4 bound workers of the elastic job", scaled, timeout=120)
+        workers = _workers(_pods(cluster, namespace))
+        for name, pod in sorted(workers.items()):
+            print(name, pod["metadata"]["annotations"].get(REASON), pod["spec"]["nodeName"])
+            assert _check_pinned(pod, node_zones) == zone, name
+        added = set(workers) - first
+        assert len(added) == 2, sorted(workers)
+        for name in added:
+            assert workers[name]["metadata"]["annotations"][REASON] == "recorded", name
+            assert _recorded_audit(podium_beside_operators, namespace, name), name
+        _one_record_and_policy(cluster, namespace, zone)
+        _delete_job_and_wait_cleaned_up(cluster, seen)
