@@ -115,6 +115,9 @@ def _rv_of(obj: Obj) -> str:
 
 # -- the cache ------------------------------------------------------------------------------------
 
+#: Watched kinds that are not a pod's owner of interest: a read-through never fetches these.
+_NOT_OWNERS = frozenset({("", "Namespace"), ("", "Node"), ("", "Pod")})
+
 State = Literal["pending", "synced", "absent"]
 
 
@@ -192,6 +195,25 @@ class WatchCache:
     def absent(self) -> list[str]:
         """Resources whose type is not installed (404 on list); retried in the background."""
         return [r.name for r, s in self._status.items() if s.state == "absent"]
+
+    def owner_resource(self, api_version: str, kind: str) -> Resource | None:
+        """The watched resource of a kind that owns training pods (a job, or an object between a
+        job and its pods), unfiltered: what a read-through may fetch and keep."""
+        for resource in self.resources:
+            if (
+                resource.api_version == api_version
+                and resource.kind == kind
+                and (resource.group, kind) not in _NOT_OWNERS
+                and not resource.label_selector
+                and not resource.field_selector
+            ):
+                return resource
+        return None
+
+    def remember(self, resource: Resource, obj: dict[str, Any]) -> None:
+        """Keep an object read outside the watch (a read-through after a miss) as a watch event
+        would; the watch's own event for it replaces it when it comes."""
+        self._apply_event(resource, "ADDED", slim(resource, obj))
 
     # -- lifecycle --------------------------------------------------------------------------
 

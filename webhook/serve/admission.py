@@ -7,14 +7,16 @@ answer with a warning and an audit record that says why (fail open).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import engine, reviews
+from webhook.core.objects import Obj
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols
@@ -26,6 +28,9 @@ FAIL_OPEN_WARNING = "podium could not finish ({why}); the pod was admitted uncha
 #: Why a creation is admitted unchanged before the watch cache has synced (``/readyz`` is 503
 #: then, so only a caller that does not wait for readiness sees it).
 NOT_SYNCED = "its watch cache has not synced yet, so it cannot see the cluster"
+
+#: ``owners.OwnerReader``: reads the owners of a pod the view lacks; returns ``Kind/name`` each.
+ReadOwners = Callable[[Obj, str, ClusterView], Awaitable[list[str]]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,12 +57,16 @@ class Admitter:
         observe: Callable[[audit.AuditRecord], None] | None = None,
         scheduler: Callable[[], bool] = lambda: False,
         ready: Callable[[], bool] = lambda: True,
+        read_owners: ReadOwners | None = None,
     ) -> None:
         """``scheduler``: whether the cluster serves kube-scheduler's gang and topology placement
         right now (``discovery.SchedulerSupport.available``); ``zone-chooser: auto`` follows it.
         ``ready``: whether the view has synced (``WatchCache.is_ready``); until then a creation
-        is admitted unchanged with reason ``cache-not-synced``, not decided on an empty view."""
+        is admitted unchanged with reason ``cache-not-synced``, not decided on an empty view.
+        ``read_owners``: called before a pod creation is decided, with a quarter of the time
+        budget, to read the owners the watch has not delivered yet (``owners.OwnerReader``)."""
         self.view = view
+        self.read_owners = read_owners
         self.ready = ready
         self.scheduler = scheduler
         self.api = api
@@ -92,6 +101,7 @@ class Admitter:
                 request, None, started=started, now=now, why=NOT_SYNCED, reason="cache-not-synced"
             )
         view = self.view()
+        read = await self._read_owners(request, view)
         decision = engine.decide(request, view, self.settings, now=now, scheduler=self.scheduler())
         results: list[audit.EffectEntry] = []
         warnings = list(decision.warnings)
@@ -130,6 +140,7 @@ class Admitter:
             latency_ms=(time.perf_counter() - started) * 1000,
             effects=results,
             warnings=warnings,
+            read=read,
         )
         self._emit(record)
         body = reviews.response(
@@ -142,6 +153,29 @@ class Admitter:
             code=403 if decision.denial else None,
         )
         return Answer(200, body, record, decision)
+
+    async def _read_owners(self, request: reviews.Request, view: ClusterView) -> list[str]:
+        """Read what the view lacks of a new pod's owners; a failure or a slow apiserver leaves
+        the decision to the view as it is (logged), never to a failed admission."""
+        if (
+            self.read_owners is None
+            or request.operation != "CREATE"
+            or not request.is_pod
+            or request.object is None
+        ):
+            return []
+        try:
+            return await asyncio.wait_for(
+                self.read_owners(request.object, request.namespace, view),
+                timeout=self.settings.time_budget_seconds / 4,
+            )
+        except (TimeoutError, errors.ApiError) as err:
+            log.warning(
+                "admission %s: could not read the pod's owners (%s); deciding on the watch's view",
+                request.uid,
+                str(err) or type(err).__name__,
+            )
+            return []
 
     async def _settle(
         self, request: reviews.Request, view: ClusterView, decision: engine.Decision, now: datetime

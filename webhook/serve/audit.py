@@ -78,6 +78,9 @@ class AuditRecord(TypedDict):
     dryRun: bool
     latencyMs: float
     error: NotRequired[str]
+    #: Owners read from the apiserver before deciding, because the watch had not delivered them
+    #: yet (``Kind/name``); absent when the view had them all.
+    read: NotRequired[list[str]]
     #: Reconciler records: what it did (``create``, ``patch``, ``delete``, …) and how it went.
     action: NotRequired[str]
     result: NotRequired[str]
@@ -99,6 +102,7 @@ def build(
     effects: Sequence[EffectEntry] = (),
     warnings: Sequence[str] = (),
     error: str | None = None,
+    read: Sequence[str] = (),
 ) -> AuditRecord:
     """One admission's record. ``outcome``/``reason`` override the decision's (e.g. fail-open)."""
     pod = (request.object if request else None) or {}
@@ -142,6 +146,8 @@ def build(
         record["coordinator"] = gang.coordinator
     if error:
         record["error"] = error
+    if read:
+        record["read"] = list(read)
     return record
 
 

@@ -67,6 +67,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.owners_read = Counter(
+            "podium_owners_read",
+            "Pod owners (jobs and the objects between) read from the apiserver before a decision "
+            "because the watch had not delivered them yet.",
+            registry=r,
+        )
         self.rejected = Counter(
             "podium_rejected_requests",
             "Requests answered with an HTTP error instead of an AdmissionReview, by reason.",
@@ -110,6 +116,8 @@ class Metrics:
                 kind = effect.get("kind", "")
                 if effect.get("outcome") == "created" and kind in POLICY_KINDS:
                     self._child(self.policies_created, kind).inc()
+            if read := record.get("read"):
+                self.owners_read.inc(len(read))
         except Exception:  # a malformed record is a bug elsewhere; the admission still stands
             self.rejected.labels(reason="metrics-error").inc()
 

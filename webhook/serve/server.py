@@ -41,7 +41,7 @@ from webhook.core import labels, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
-from webhook.serve import admission, audit, discovery, events, guard, reconciler, tls
+from webhook.serve import admission, audit, discovery, events, guard, owners, reconciler, tls
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("podium.server")
@@ -420,14 +420,16 @@ def run(
     if settings.zone_chooser is ZoneChooser.AUTO:  # the other modes never ask
         asyncio.run(support.check())  # the answer is known before the first admission
         background.append(support.run)
+    admission_api = client.KubeObjects(api_client, timeout=settings.time_budget_seconds)
     admitter = admission.Admitter(
         view=lambda: snapshot,
-        api=client.KubeObjects(api_client, timeout=settings.time_budget_seconds),
+        api=admission_api,
         settings=settings,
         sink=trail,
         observe=observe,
         scheduler=support,
         ready=watch_cache.is_ready,
+        read_owners=owners.OwnerReader(watch_cache, admission_api),
     )
     objects = client.KubeObjects(api_client)
     elector = leader.LeaderElector(

@@ -1,0 +1,70 @@
+"""Read-through for the owners of a pod that the watch has not delivered yet.
+
+An operator creates a job's pods as soon as its informer sees the job; podium's watch of the same
+job can arrive later (milliseconds usually, longer under load or after a re-list). A pod decided
+on a view without its job gets a guessed gang size, so its zone may not fit the whole gang and
+``zone-chooser: auto`` keeps the gang with podium; an LWS pod is not recognised at all. So before
+each creation is decided, the pod's controller chain is walked in the view, and an owner the view
+lacks, or holds under another UID, is read from the apiserver if it is of a kind podium watches;
+what is read is kept in the view as a watch event would keep it (the watch's own event replaces
+it when it comes). The walk is dictionary look-ups; only a miss costs a GET.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from webhook.core.objects import Obj, controller_ref
+from webhook.core.view import ClusterView
+from webhook.kube import errors, protocols
+from webhook.kube.cache import WatchCache
+
+log = logging.getLogger("podium.owners")
+
+#: pod → Job → JobSet → TrainJob is the longest chain an adapter reads.
+MAX_DEPTH = 4
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+class OwnerReader:
+    """``await reader(pod, namespace, view)``: read the pod's owners the view lacks."""
+
+    def __init__(self, cache: WatchCache, api: protocols.Api) -> None:
+        self.cache = cache
+        self.api = api
+
+    async def __call__(self, pod: Obj, namespace: str, view: ClusterView) -> list[str]:
+        """Return what was read, as ``Kind/name``. Stops at the first owner that is not of a
+        watched kind, is gone, or was re-created under its name (the pod's owner is then gone:
+        the adapters tell that case apart by UID). Raises ``errors.ApiError``."""
+        read: list[str] = []
+        obj: Obj = pod
+        for _ in range(MAX_DEPTH):
+            ref = controller_ref(obj)
+            if ref is None:
+                break
+            api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+            name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
+            resource = self.cache.owner_resource(api_version, kind)
+            if resource is None or not name:
+                break
+            where = namespace if resource.namespaced else ""
+            held = view.get(api_version, kind, where, name)
+            if held is None or _uid(held) != uid:
+                try:
+                    got = await self.api.get(api_version, kind, where, name)
+                except errors.NotFound:
+                    break
+                if _uid(got) != uid:
+                    break
+                self.cache.remember(resource, dict(got))
+                read.append(f"{kind}/{name}")
+                log.info("read %s %s/%s before the watch delivered it", kind, where, name)
+                held = view.get(api_version, kind, where, name)
+                if held is None:
+                    break
+            obj = held
+        return read
