@@ -162,6 +162,49 @@ def test_with_both_gone_the_pods_name_the_gang_and_both_are_rebuilt(world: World
     }
 
 
+def scheduler_world() -> World:
+    """The same job admitted for kube-scheduler to place (engine._group): no zone, a job-wide
+    policy, and a record that says ``zoneChooser: scheduler``."""
+    world = make_world()
+    for pod in world.pods:
+        pod["metadata"]["annotations"].update({labels.ZONE: "", labels.REASON: "scheduler-chooses"})
+        del pod["metadata"]["labels"][labels.ZONE]
+    record = policies.build_record(
+        gang=world.gang,
+        namespace=NS,
+        zone=None,
+        reason="scheduler-chooses",
+        detail="",
+        decided_at=OLD,
+        chooser="scheduler",
+    )
+    policy = policies.build_policy(
+        gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM, scope=PolicyScope.JOB, zone=None
+    )
+    assert policy is not None
+    world.record, world.policy = stamp(record, OLD, "11"), stamp(policy, OLD, "12")
+    return world
+
+
+def test_a_scheduler_gangs_record_and_policy_come_back_as_the_schedulers() -> None:
+    """Record and policy of a gang whose zone kube-scheduler chooses, both deleted: the record
+    comes back with ``zoneChooser: scheduler`` and no zone, the policy job-wide, exactly as
+    admission built them (not as a podium pin to no zone)."""
+    sched = scheduler_world()
+    assert sched.plan() == []
+    actions = sched.plan(records=[], policies_=[])
+    assert summary(actions) == [
+        ("create", "missing-record", "ConfigMap"),
+        ("create", "missing-policy", "CiliumNetworkPolicy"),
+    ]
+    record, policy = (a.manifest for a in actions)
+    assert record["data"]["zoneChooser"] == "scheduler"
+    assert record["data"]["zone"] == ""
+    assert record["data"]["reason"] == "scheduler-chooses"
+    assert policy["metadata"]["name"] == sched.policy["metadata"]["name"]
+    assert policy["spec"] == sched.policy["spec"]
+
+
 def test_with_both_gone_and_the_job_gone_nothing_is_rebuilt(world: World) -> None:
     assert world.plan(job=False, records=[], policies_=[]) == []
 

@@ -47,11 +47,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, engine, labels, policies, records
+from webhook.core import adapters, engine, labels, podgroups, policies, records
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
-from webhook.core.settings import PolicyMode, PolicyScope, Settings
+from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import errors, protocols
 from webhook.serve import audit
@@ -268,26 +268,32 @@ def _plan_gang(
     if found is None:
         return actions  # no adapter recognises the pods any more: nothing to rebuild from
     record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
-    if record is None:
-        zone = _majority(
+    recorded = records.parse_record(record) if record is not None else None
+    if recorded is not None:
+        record_zone, chooser = recorded.zone, recorded.chooser
+    else:
+        record_zone = _majority(
             str((_meta(p).get("annotations") or {}).get(labels.ZONE) or "") for p in members
         )
         first_reason = _majority(
             str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members
         )
+        # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
+        # record they had said zoneChooser scheduler and no zone, and so must the new one.
+        scheduled = first_reason == podgroups.REASON
+        chooser = ZoneChooser.SCHEDULER.value if scheduled else ZoneChooser.PODIUM.value
         manifest = policies.build_record(
             gang=found,
             namespace=namespace,
-            zone=zone,
+            zone=None if scheduled else record_zone,
             reason=first_reason or "reconciled",
             detail="re-created by the reconciler from the zone its pods were pinned to",
             decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+            chooser=chooser,
         )
         actions.append(act("create", "missing-record", "the decision record was gone", manifest))
-    recorded = records.parse_record(record) if record is not None else None
-    record_zone = recorded.zone if recorded is not None else zone
     scope = settings.policy_scope
-    if recorded is not None and recorded.chooser == "scheduler":
+    if chooser == ZoneChooser.SCHEDULER.value:
         scope = PolicyScope.JOB  # the scheduler's gangs keep a job-wide policy (engine._group)
     return actions + _plan_policies(
         view, settings, namespace, found, members, objects, record_zone, scope, act
