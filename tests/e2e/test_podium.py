@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -704,3 +705,82 @@ def test_changing_podiums_label_later_is_refused(local_cluster: LocalCluster, ns
     # (1.35+ also copies the node's topology labels onto a pod when it is bound.)
     assert patched["metadata"]["labels"]["app"] == "y" and JOB not in patched["metadata"]["labels"]
     assert bystander["metadata"]["labels"] == {"app": "x"}
+
+
+#: A RayCluster CRD without a schema: enough for the object podium reads. ``ray.io`` is not among
+#: the CRDs the suite installs, so podium started with the kind missing.
+RAY_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rayclusters.ray.io}
+spec:
+  group: ray.io
+  names: {kind: RayCluster, listKind: RayClusterList, plural: rayclusters, singular: raycluster}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+
+def test_a_job_podium_has_not_seen_yet_is_read_not_guessed(
+    local_cluster: LocalCluster, podium: Podium, ns: str, tmp_path: Path
+) -> None:
+    """podium lists a kind whose CRD was missing at its start again only every 30 s, so a
+    RayCluster created right after its CRD is not in podium's view when the operator's first pod
+    comes: podium reads it with one GET (audit ``read``) and sizes the gang from it (head 1 GPU
+    + 2 workers x 4), instead of guessing from the pod."""
+    crd = tmp_path / "raycluster-crd.yaml"
+    crd.write_text(RAY_CRD)
+    local_cluster.install_crds([crd])
+    try:
+        cluster = local_cluster.request(
+            "POST",
+            f"/apis/ray.io/v1/namespaces/{ns}/rayclusters",
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "metadata": {"name": "ray", "namespace": ns},
+                "spec": {
+                    "headGroupSpec": {"template": template(1)},
+                    "workerGroupSpecs": [
+                        {"groupName": "gpu", "replicas": 2, "template": template(4)}
+                    ],
+                },
+            },
+        )
+        head = create(
+            local_cluster,
+            pod(
+                ns,
+                generate_name="ray-head-",
+                gpus=1,
+                labels={"ray.io/cluster": "ray", "ray.io/node-type": "head"},
+                owners=[owner_ref(cluster)],
+            ),
+        )
+        assert head["metadata"]["annotations"][REASON] in ("best-fit", "most-free"), head
+
+        def records() -> list[dict[str, Any]]:
+            return [
+                r
+                for r in podium.audit_records()
+                if r["namespace"] == ns and r["pod"] == "ray-head-"
+            ]
+
+        local_cluster.wait_for("podium's audit record of the head pod", records, timeout=10)
+        (record,) = records()
+        print({k: record.get(k) for k in ("reason", "zone", "read", "job")})
+        assert record["job"]["kind"] == "RayCluster"
+        assert record["job"]["demandSource"] == "job", record["job"]
+        assert record["job"]["demand"]["nvidia.com/gpu"] == 9, record["job"]
+        # Unless podium's 30-second retry of the kind fell in the second between the CRD and
+        # the pod (then its watch brought the RayCluster), it was read.
+        assert record.get("read") in (["RayCluster/ray"], None), record
+    finally:
+        local_cluster.request(
+            "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayclusters.ray.io"
+        )
