@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup controlplane helm lint typecheck unit e2e e2e-operators test demo demo-offline bench bench-placement clean
+.PHONY: setup controlplane helm demo-operators lint typecheck unit e2e e2e-operators test demo demo-offline bench bench-placement clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,8 +52,17 @@ e2e-operators: setup controlplane
 test: setup controlplane helm lint typecheck
 	$(BIN)/pytest
 
-## podium's main job on a local control plane: jobs admitted, pinned, policies created, audited.
-demo: setup controlplane
+## The three real operators `make demo` runs beside podium (training-operator, mpi-operator,
+## JobSet), built from the Go module proxy into ~/.cache/podium (about 15 minutes cold; skipped
+## when cached).
+DEMO_OPERATORS := trainingoperator mpioperator jobset
+
+demo-operators:
+	bash tests/e2e/operators/build.sh $(DEMO_OPERATORS)
+
+## podium's main job on a local control plane: the real operators create the example jobs' pods,
+## podium pins them, creates the policies and audits it all.
+demo: setup controlplane demo-operators
 	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
 
 ## The same decisions offline, no cluster at all: podium review on the shipped examples.

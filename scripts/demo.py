@@ -1,21 +1,26 @@
-"""podium's main job on a local control plane, end to end.
+"""podium's main job on a local control plane, beside the real training operators.
 
 Brings up kube-apiserver, kube-scheduler, kube-controller-manager, etcd and KWOK on 127.0.0.1 with
-fake GPU nodes in three zones (8, 16 and 64 GPUs), runs ``podium serve`` registered with the
-shipped webhook configuration, submits the jobs in ``examples/jobs/`` and creates their pods the
-way their operators do, then shows where every pod landed, the policies, and the audit trail.
-Leaves nothing running unless ``--keep``.
+fake GPU nodes in three zones (8, 16 and 64 GPUs), starts the real Kubeflow training-operator,
+mpi-operator and JobSet controller (built from the Go module proxy and cached, see
+docs/operators.md), runs ``podium serve`` registered with the shipped webhook configuration,
+submits the jobs in ``examples/jobs/`` and lets the operators create their pods, then shows where
+every pod landed, the policies, and the audit trail. Exits 1 when a pod was not pinned to its job's
+one zone. Leaves nothing running unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import contextlib
+import fcntl
+import json
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -26,182 +31,37 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.e2e.cluster import ZONES, LocalCluster, crd_files  # noqa: E402
+from tests.e2e.cluster import ZONES, ApiError, LocalCluster, crd_files  # noqa: E402
+from tests.e2e.operators.observe import Watch, api_path  # noqa: E402
+from tests.e2e.operators.runner import Operator, OperatorPool  # noqa: E402
 from tests.e2e.podium import Podium  # noqa: E402
 from webhook.ops import auditview  # noqa: E402
 
 NS = "ml-team"
+#: The operators that create the pods of examples/jobs/*.yaml (tests/e2e/operators/build.sh
+#: names), started in this order, and what each is called here.
+OPERATORS = {
+    "trainingoperator": "training-operator",
+    "mpioperator": "mpi-operator",
+    "jobset": "JobSet",
+}
+#: Reasons that mean podium pinned the pod to a zone its whole gang fits in (not a fallback).
+PINNED_REASONS = frozenset(
+    {"best-fit", "most-free", "recorded", "members-placed", "coordinator-placed"}
+)
+ZONE_KEY = "topology.kubernetes.io/zone"
+#: How long the operators get to create every pod and the scheduler to bind them.
+PODS_TIMEOUT = 180.0
+#: How long every pod still unbound may be unschedulable before the demo stops waiting.
+UNSCHEDULABLE_PATIENCE = 20.0
+# runner.MPIOperator takes this machine-wide lock: its health port is a fixed :8080.
+MPI_LOCK = Path("/tmp/podium-operators-mpi-operator-8080.lock")
+
 console = Console(width=160)
 
 
-def owner(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def pod_from(
-    template: dict[str, Any],
-    *,
-    labels: dict[str, str],
-    owners: list[dict[str, Any]],
-    name: str | None = None,
-    generate_name: str | None = None,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"namespace": NS, "labels": labels, "ownerReferences": owners}
-    if name:
-        meta["name"] = name
-    if generate_name:
-        meta["generateName"] = generate_name
-    if annotations:
-        meta["annotations"] = annotations
-    spec = {"restartPolicy": "Never", **template["spec"]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-
-
-class Operators:
-    """Creates pods as the training-operator, mpi-operator and JobSet controllers do."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        api = obj["apiVersion"]
-        prefix = f"/api/{api}" if "/" not in api else f"/apis/{api}"
-        plural = {
-            "Pod": "pods",
-            "Job": "jobs",
-            "PyTorchJob": "pytorchjobs",
-            "MPIJob": "mpijobs",
-            "JobSet": "jobsets",
-        }[obj["kind"]]
-        obj["metadata"]["namespace"] = NS
-        created: dict[str, Any] = self.cluster.request(
-            "POST", f"{prefix}/namespaces/{NS}/{plural}", obj
-        )
-        return created
-
-    def create_all(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        random.shuffle(pods)  # the operators iterate Go maps: no order, the coordinator not first
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            return list(pool.map(self.create, pods))
-
-    def pytorchjob(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        name = job["metadata"]["name"]
-        pods = []
-        for rtype, spec in job["spec"]["pytorchReplicaSpecs"].items():
-            for i in range(spec.get("replicas", 1)):
-                labels = {
-                    "training.kubeflow.org/operator-name": "pytorchjob-controller",
-                    "training.kubeflow.org/job-name": name,
-                    "training.kubeflow.org/replica-type": rtype.lower(),
-                    "training.kubeflow.org/replica-index": str(i),
-                }
-                if rtype == "Master":
-                    labels["training.kubeflow.org/job-role"] = "master"
-                pods.append(
-                    pod_from(
-                        spec["template"],
-                        labels=labels,
-                        owners=[owner(job)],
-                        name=f"{name}-{rtype.lower()}-{i}",
-                    )
-                )
-        return self.create_all(pods)
-
-    def mpijob(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        name = job["metadata"]["name"]
-        specs = job["spec"]["mpiReplicaSpecs"]
-        base = {
-            "training.kubeflow.org/operator-name": "mpi-operator",
-            "training.kubeflow.org/job-name": name,
-        }
-        workers = [
-            pod_from(
-                specs["Worker"]["template"],
-                owners=[owner(job)],
-                name=f"{name}-worker-{i}",
-                labels={
-                    **base,
-                    "training.kubeflow.org/job-role": "worker",
-                    "training.kubeflow.org/replica-index": str(i),
-                },
-            )
-            for i in range(specs["Worker"].get("replicas", 1))
-        ]
-        created = self.create_all(workers)
-        launcher_job = self.create(
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": f"{name}-launcher", "ownerReferences": [owner(job)]},
-                "spec": {
-                    "suspend": True,
-                    "template": {
-                        **specs["Launcher"]["template"],
-                        "spec": {"restartPolicy": "Never", **specs["Launcher"]["template"]["spec"]},
-                    },
-                },
-            }
-        )
-        time.sleep(1)  # as the real launcher, created once the workers exist
-        created.append(
-            self.create(
-                pod_from(
-                    specs["Launcher"]["template"],
-                    owners=[owner(launcher_job)],
-                    generate_name=f"{name}-launcher-",
-                    labels={**base, "training.kubeflow.org/job-role": "launcher"},
-                )
-            )
-        )
-        return created
-
-    def jobset(self, jobset: dict[str, Any]) -> list[dict[str, Any]]:
-        name, uid = jobset["metadata"]["name"], jobset["metadata"]["uid"]
-        total = sum(rj.get("replicas", 1) for rj in jobset["spec"]["replicatedJobs"])
-        pods = []
-        for rj in jobset["spec"]["replicatedJobs"]:
-            job_template = rj["template"]["spec"]
-            for j in range(rj.get("replicas", 1)):
-                batch = self.create(
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "metadata": {
-                            "name": f"{name}-{rj['name']}-{j}",
-                            "ownerReferences": [owner(jobset)],
-                        },
-                        "spec": {**job_template, "suspend": True},
-                    }
-                )
-                labels = {
-                    "jobset.sigs.k8s.io/jobset-name": name,
-                    "jobset.sigs.k8s.io/jobset-uid": uid,
-                    "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
-                    "jobset.sigs.k8s.io/replicatedjob-replicas": str(rj.get("replicas", 1)),
-                    "jobset.sigs.k8s.io/job-index": str(j),
-                    "jobset.sigs.k8s.io/global-replicas": str(total),
-                }
-                for k in range(job_template.get("parallelism", 1)):
-                    pods.append(
-                        pod_from(
-                            job_template["template"],
-                            labels=labels,
-                            owners=[owner(batch)],
-                            generate_name=f"{name}-{rj['name']}-{j}-{k}-",
-                            annotations={"batch.kubernetes.io/job-completion-index": str(k)},
-                        )
-                    )
-        time.sleep(1)
-        return self.create_all(pods)
+class DemoError(RuntimeError):
+    """The demo cannot go on (an example it does not know)."""
 
 
 def build_controlplane() -> Path:
@@ -215,15 +75,93 @@ def build_controlplane() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def wait_scheduled(cluster: LocalCluster, timeout: float = 90) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        pods: list[dict[str, Any]] = cluster.request("GET", f"/api/v1/namespaces/{NS}/pods")[
-            "items"
-        ]
-        if all(p["spec"].get("nodeName") for p in pods) or time.monotonic() > deadline:
-            return pods
-        time.sleep(0.5)
+def mpi_port_taken() -> bool:
+    """Whether another mpi-operator (another demo, an e2e run) holds port 8080's lock now."""
+    with MPI_LOCK.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def start_operators(pool: OperatorPool) -> dict[str, Operator]:
+    """Build (or take from the cache) and start each operator; say which, and how long it took."""
+    console.print(
+        "[bold]Starting the real operators[/] (built from the Go module proxy into "
+        "~/.cache/podium the first time, about 15 minutes; cached after that) …"
+    )
+    started: dict[str, Operator] = {}
+    for name, title in OPERATORS.items():
+        if name == "mpioperator" and mpi_port_taken():
+            console.print(
+                "  another mpi-operator on this machine holds port 8080 (a test run?): "
+                "waiting for it, up to 10 minutes …"
+            )
+        begin = time.time()
+        (operator,) = pool.ensure([name])
+        build = operator.build
+        took = time.time() - begin
+        if (build.directory / "operator.json").stat().st_mtime >= begin:
+            how = f"built in {build.build_seconds} s, started in {took - build.build_seconds:.1f} s"
+        else:
+            how = f"cached, started in {took:.1f} s"
+        console.print(f"  {title} {build.version} ({build.module}): {how}")
+        started[name] = operator
+    return started
+
+
+def wait_until_called(cluster: LocalCluster, podium: Podium, timeout: float = 60.0) -> None:
+    """The apiserver picks up a new webhook configuration asynchronously, and the operators
+    create pods the moment a job is submitted: dry-run a pod in an opted-in namespace of its
+    own until podium audits it."""
+    probe_ns = "podium-probe"
+    cluster.create_namespace(probe_ns, {"podium.dev/enabled": "true"})
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "probe-",
+            "namespace": probe_ns,
+            # The webhook only sees pods with a controller: one no adapter knows.
+            "ownerReferences": [
+                {
+                    "apiVersion": "probe.podium.dev/v1",
+                    "kind": "Probe",
+                    "name": "probe",
+                    "uid": "00000000-0000-4000-8000-000000000000",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "main", "image": "probe:1"}]},
+    }
+
+    def audited() -> bool:
+        cluster.request(
+            "POST", f"/api/v1/namespaces/{probe_ns}/pods", probe, query={"dryRun": "All"}
+        )
+        return any(r.get("namespace") == probe_ns for r in podium.audit_records())
+
+    cluster.wait_for("the podium webhook to be called", audited, timeout=timeout)
+    cluster.request("DELETE", f"/api/v1/namespaces/{probe_ns}")
+
+
+def expected_pods(job: dict[str, Any]) -> int:
+    """How many pods the job's operator creates for it."""
+    spec = job["spec"]
+    kind = job["kind"]
+    if kind == "PyTorchJob":
+        return sum(s.get("replicas", 1) for s in spec["pytorchReplicaSpecs"].values())
+    if kind == "MPIJob":  # the workers, and one launcher (through a batch Job)
+        return int(spec["mpiReplicaSpecs"]["Worker"].get("replicas", 1)) + 1
+    if kind == "JobSet":
+        return sum(
+            rj.get("replicas", 1) * rj["template"]["spec"].get("parallelism", 1)
+            for rj in spec["replicatedJobs"]
+        )
+    raise DemoError(f"the demo does not know how many pods a {kind} makes")
 
 
 def job_of(pod: dict[str, Any]) -> str:
@@ -236,28 +174,138 @@ def job_of(pod: dict[str, Any]) -> str:
     return str(owners[0].get("name", "-"))
 
 
-def show(cluster: LocalCluster, podium: Podium) -> None:
-    pods = wait_scheduled(cluster)
+def submit(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
+    """Create each job of examples/jobs/ in the demo namespace; return them by name."""
+    jobs: dict[str, dict[str, Any]] = {}
+    for path in sorted((REPO / "examples" / "jobs").glob("*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        obj["metadata"]["namespace"] = NS
+        created: dict[str, Any] = cluster.request(
+            "POST", api_path(obj["apiVersion"], obj["kind"], NS), obj
+        )
+        name = created["metadata"]["name"]
+        jobs[name] = created
+        console.print(
+            f"submitted {created['kind']}/{name} ({path.name}): "
+            f"{expected_pods(created)} pods expected"
+        )
+    return jobs
+
+
+def unschedulable(pod: dict[str, Any]) -> str | None:
+    """The scheduler's message when it found no node for the pod, else None."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return str(condition.get("message") or "Unschedulable")
+    return None
+
+
+def wait_for_pods(
+    watch: Watch,
+    jobs: dict[str, dict[str, Any]],
+    timeout: float = PODS_TIMEOUT,
+    patience: float = UNSCHEDULABLE_PATIENCE,
+) -> list[str]:
+    """Until every job has its pods and each is bound to a node (or already deleted again by
+    its operator). Returns nothing then, else why it stopped waiting: the timeout, or pods the
+    scheduler has found no node for during ``patience`` seconds."""
+    begin = time.monotonic()
+    unschedulable_since: dict[str, float] = {}
+    while True:
+        watch.raise_error()
+        pods = watch.snapshot()
+        counts = Counter(job_of(p) for p in pods.values())
+        missing = [
+            f"  {job['kind']}/{name}: {counts[name]} of {expected_pods(job)} pods created"
+            for name, job in jobs.items()
+            if counts[name] < expected_pods(job)
+        ]
+        unbound = {
+            uid: p
+            for uid, p in pods.items()
+            if not p["spec"].get("nodeName") and uid not in watch.gone
+        }
+        now = time.monotonic()
+        if not missing and not unbound:
+            console.print(
+                f"the operators created {len(pods)} pods, all bound, in {now - begin:.1f} s"
+            )
+            time.sleep(2)  # any pod an operator still adds, and the phases kwok moves them to
+            watch.raise_error()
+            return []
+        for uid in set(unschedulable_since) - set(unbound):
+            del unschedulable_since[uid]
+        for uid, pod in unbound.items():
+            if unschedulable(pod):
+                unschedulable_since.setdefault(uid, now)
+            else:
+                unschedulable_since.pop(uid, None)
+        stuck = not missing and all(
+            now - unschedulable_since.get(uid, now) >= patience for uid in unbound
+        )
+        if stuck or now - begin > timeout:
+            lines = [
+                f"the scheduler found no node for {len(unbound)} pods in {patience:.0f} s:"
+                if stuck
+                else f"timed out after {timeout:.0f} s waiting for the operators' pods:",
+                *missing,
+            ]
+            for pod in unbound.values():
+                ann = pod["metadata"].get("annotations") or {}
+                lines.append(
+                    f"  {pod['metadata']['name']} not bound (podium zone "
+                    f"{ann.get('podium.dev/zone', '-')}, reason "
+                    f"{ann.get('podium.dev/reason', '-')}): {unschedulable(pod) or 'Pending'}"
+                )
+            return lines
+        time.sleep(0.25)
+
+
+def log_tails(operators: dict[str, Operator], podium: Podium, lines: int = 20) -> None:
+    """The last lines of every operator's log and podium's, for a demo that went wrong."""
+    for name, operator in operators.items():
+        console.print(f"--- {OPERATORS[name]}: last lines of {operator.log_file} ---", markup=False)
+        console.print(operator.log_tail(lines), markup=False, highlight=False)
+    console.print(f"--- podium: last lines of {podium.log_file} ---", markup=False)
+    console.print(podium.log_tail(lines), markup=False, highlight=False)
+
+
+def show(
+    cluster: LocalCluster,
+    podium: Podium,
+    pods: dict[str, dict[str, Any]],
+    gone: set[str],
+) -> dict[str, Any]:
+    """Print the tables; return what they show (the ``--json-summary`` document)."""
     node_zone = {
-        n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        n["metadata"]["name"]: n["metadata"]["labels"][ZONE_KEY]
         for n in cluster.request("GET", "/api/v1/nodes")["items"]
     }
-    table = Table(title=f"Where every pod landed (namespace {NS})")
+    rows = []
+    for uid, p in pods.items():
+        ann = p["metadata"].get("annotations") or {}
+        node = p["spec"].get("nodeName")
+        rows.append(
+            {
+                "job": job_of(p),
+                "pod": p["metadata"]["name"],
+                "zone": ann.get("podium.dev/zone"),
+                "reason": ann.get("podium.dev/reason"),
+                "node": node,
+                "node_zone": node_zone.get(node or ""),
+                "phase": "deleted" if uid in gone else p.get("status", {}).get("phase"),
+            }
+        )
+    rows.sort(key=lambda r: (r["job"], r["pod"]))
+    table = Table(title=f"Where every pod landed (namespace {NS}; pods the operators created)")
     for col in ("job", "pod", "podium zone", "reason", "node", "node's zone", "phase"):
         table.add_column(col)
-    for p in sorted(pods, key=lambda p: (job_of(p), p["metadata"]["name"])):
-        ann = p["metadata"].get("annotations") or {}
-        node = p["spec"].get("nodeName") or "-"
+    for r in rows:
         table.add_row(
-            job_of(p),
-            p["metadata"]["name"],
-            ann.get("podium.dev/zone", "-"),
-            ann.get("podium.dev/reason", "-"),
-            node,
-            node_zone.get(node, "-"),
-            p.get("status", {}).get("phase", "-"),
+            *(r[k] or "-" for k in ("job", "pod", "zone", "reason", "node", "node_zone", "phase"))
         )
     console.print(table)
+
     policies = cluster.request("GET", f"/apis/cilium.io/v2/namespaces/{NS}/ciliumnetworkpolicies")[
         "items"
     ]
@@ -273,10 +321,85 @@ def show(cluster: LocalCluster, podium: Podium) -> None:
             str(pol["spec"]["enableDefaultDeny"]),
         )
     console.print(ptable)
+
     records = list(auditview.read(podium.audit_file.read_text().splitlines()))
     records = [r for r in records if r["namespace"] == NS]
     console.print(auditview.table(records))
-    console.print(auditview.summary(records))
+    if legend := auditview.legend(records):
+        console.print(legend)
+    gangs = auditview.summarize(records)
+    console.print(auditview.summary(gangs))
+    return {
+        "pods": rows,
+        "policies": [
+            {
+                "name": pol["metadata"]["name"],
+                "owner": "{kind}/{name}".format(**pol["metadata"]["ownerReferences"][0]),
+            }
+            for pol in policies
+        ],
+        "jobs": [g.as_dict() for g in gangs.gangs],
+    }
+
+
+def problems(outcome: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> list[str]:
+    """Everything that says podium did not do its job: a pod not pinned, not bound, or outside
+    its zone; a job short of pods, in two zones or in more than one gang, or without a clean
+    audit verdict."""
+    found = []
+    zones: dict[str, set[str]] = defaultdict(set)
+    for row in outcome["pods"]:
+        if row["reason"] not in PINNED_REASONS or not row["zone"]:
+            found.append(f"{row['pod']}: not pinned (zone {row['zone']}, reason {row['reason']})")
+        if row["zone"]:
+            zones[row["job"]].add(row["zone"])
+        if not row["node"]:
+            found.append(f"{row['pod']}: not bound to a node")
+        elif row["zone"] and row["node_zone"] != row["zone"]:
+            found.append(f"{row['pod']}: pinned to {row['zone']} but runs in {row['node_zone']}")
+    found += [f"{job}: pods pinned to {sorted(z)}" for job, z in zones.items() if len(z) > 1]
+    counts = Counter(row["job"] for row in outcome["pods"])
+    found += [
+        f"{job['kind']}/{name}: {counts[name]} of {expected_pods(job)} pods created"
+        for name, job in jobs.items()
+        if counts[name] < expected_pods(job)
+    ]
+    verdicts: dict[str, list[str]] = defaultdict(list)
+    for gang in outcome["jobs"]:
+        verdicts[gang["job"]["name"]].append(gang["verdict"])
+    for name, job in jobs.items():
+        if verdicts[name] != ["ok"]:
+            found.append(
+                f"{job['kind']}/{name}: audit verdicts {verdicts[name]} (one gang, ok, expected)"
+            )
+    return found
+
+
+def conclude(
+    outcome: dict[str, Any],
+    jobs: dict[str, dict[str, Any]],
+    operators: dict[str, Operator],
+    json_path: Path | None,
+) -> bool:
+    """Say whether every pod is pinned (and write ``--json-summary``); True when it is."""
+    outcome["operators"] = {
+        OPERATORS[n]: {"module": o.build.module, "version": o.build.version}
+        for n, o in operators.items()
+    }
+    outcome["problems"] = [*outcome.get("problems", []), *problems(outcome, jobs)]
+    outcome["ok"] = not outcome["problems"]
+    if json_path:
+        json_path.write_text(json.dumps(outcome, indent=2) + "\n")
+    if outcome["problems"]:
+        console.print("[red]Not every pod is pinned to its job's zone:[/]")
+        for line in outcome["problems"]:
+            console.print(f"  {line}", markup=False)
+    else:
+        console.print(
+            f"[green]Every pod of the {len(jobs)} jobs is pinned to its job's zone, "
+            "and runs there.[/]"
+        )
+    return bool(outcome["ok"])
 
 
 def main() -> int:
@@ -289,52 +412,62 @@ def main() -> int:
     parser.add_argument(
         "--workdir", type=Path, help="where to keep the cluster's files (default: a temp dir)"
     )
+    parser.add_argument(
+        "--json-summary",
+        type=Path,
+        metavar="PATH",
+        help="also write what the tables show, and the problems found, as JSON to PATH",
+    )
     args = parser.parse_args()
+    # SIGTERM (a test's timeout, say) stops podium, the operators and the cluster like Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     bin_dir = build_controlplane()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="podium-demo-"))
     console.print(f"[bold]Starting the control plane[/] in {work} …")
-    with LocalCluster(bin_dir, work / "cluster") as cluster:
+    with (
+        LocalCluster(bin_dir, work / "cluster") as cluster,
+        OperatorPool(cluster, work / "operators") as pool,
+    ):
         cluster.create_fake_nodes(ZONES)
-        cluster.install_crds(crd_files())
+        operators = start_operators(pool)
+        # The operators installed their own CRDs; podium's policies need Cilium's.
+        cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
+        with contextlib.suppress(ApiError):
+            cluster.create_namespace("podium-system")  # the reconciler's leader-election lease
+        cluster.create_namespace(NS, {"podium.dev/enabled": "true"})
         podium = Podium(cluster, work / "podium")
         podium.start()
         try:
             podium.register()
-            cluster.request(
-                "POST",
-                "/api/v1/namespaces",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": NS, "labels": {"podium.dev/enabled": "true"}},
-                },
-            )
-            time.sleep(2)  # the apiserver picks up the webhook configuration
-            operators = Operators(cluster)
-            for path in sorted((REPO / "examples" / "jobs").glob("*.yaml")):
-                job = operators.create(yaml.safe_load(path.read_text()))
-                console.print(f"submitted {job['kind']}/{job['metadata']['name']} ({path.name})")
-                {
-                    "PyTorchJob": operators.pytorchjob,
-                    "MPIJob": operators.mpijob,
-                    "JobSet": operators.jobset,
-                }[job["kind"]](job)
-            show(cluster, podium)
+            wait_until_called(cluster, podium)
+            console.print(f"[bold]podium[/] serves at {podium.url}, registered and called")
+            with Watch(cluster, f"/api/v1/namespaces/{NS}/pods") as watch:
+                jobs = submit(cluster)
+                stuck = wait_for_pods(watch, jobs)
+                pods, gone = watch.snapshot(), set(watch.gone)
+            if stuck:
+                console.print("\n".join(stuck), markup=False, style="red")
+            outcome = show(cluster, podium, pods, gone)
+            outcome["problems"] = stuck[:1]
+            ok = conclude(outcome, jobs, operators, args.json_summary)
+            if stuck:
+                log_tails(operators, podium)
             if args.keep:
                 console.print(
                     f"\nkubeconfig: [bold]{cluster.kubeconfig}[/]  (kubectl --kubeconfig …)"
                 )
                 console.print(
-                    f"podium: {podium.url}, audit trail: {podium.audit_file}. Ctrl-C to stop."
+                    f"podium: {podium.url}, audit trail: {podium.audit_file}; operator logs in "
+                    f"{work / 'operators'}. Ctrl-C to stop."
                 )
                 try:
                     while True:
                         time.sleep(3600)
                 except KeyboardInterrupt:
                     pass
+            return 0 if ok else 1
         finally:
             podium.stop()
-    return 0
 
 
 if __name__ == "__main__":
