@@ -18,7 +18,23 @@ import pytest
 
 from .cluster import ZONES, ApiError, LocalCluster, crd_files
 
-BUILD_SCRIPT = Path(__file__).resolve().parent / "controlplane" / "build.sh"
+HERE = Path(__file__).resolve().parent
+BUILD_SCRIPT = HERE / "controlplane" / "build.sh"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run test_demo.py just before the real-operator tests, not after them.
+
+    Only one mpi-operator runs per machine (its health port is a fixed :8080; the runner takes
+    a machine-wide lock for it), and the operator tests' session pool keeps theirs until the
+    session ends: the demo's own mpi-operator would wait for it in vain.
+    """
+    demo = [item for item in items if item.path == HERE / "test_demo.py"]
+    rest = [item for item in items if item.path != HERE / "test_demo.py"]
+    operators = HERE / "operators"
+    first = next((i for i, item in enumerate(rest) if operators in item.path.parents), None)
+    if demo and first is not None:
+        items[:] = [*rest[:first], *demo, *rest[first:]]
 
 
 def controlplane_bin_dir() -> Path:
