@@ -36,6 +36,7 @@ from webhook.core import reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache, errors, twins
+from webhook.kube import client as kube_client
 from webhook.ops import certs, cli
 from webhook.serve import admission, audit, server, tls
 from webhook.serve.metrics import Metrics
@@ -673,7 +674,7 @@ def test_serve_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert seen["settings"].own_namespace == "podium-from-env"
     assert (seen["host"], seen["port"], seen["tls_min_version"]) == ("127.0.0.1", 9443, "1.3")
     assert seen["use_tls"] is True and seen["cert_file"] == Path(cert)
-    assert seen["api_client"] is None  # no --context: server loads the kubeconfig itself
+    assert seen["context"] is None  # the kubeconfig's current context
     result = CliRunner().invoke(cli.app, ["serve", "--no-tls", "--namespace", "ops"])
     assert result.exit_code == 0, result.output
     assert seen["settings"].own_namespace == "ops" and seen["use_tls"] is False
@@ -792,7 +793,10 @@ def test_serve_connects_through_the_named_context(
     args = ["serve", "--no-tls", "--kubeconfig", str(kubeconfig), "--context", "prod"]
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
-    assert seen["api_client"].configuration.host == "https://prod.example:6443"
-    seen["api_client"].close()
+    assert (seen["kubeconfig"], seen["context"]) == (kubeconfig, "prod")
+    api = kube_client.load_client(seen["kubeconfig"], seen["context"])
+    assert api.configuration.host == "https://prod.example:6443"
+    api.close()
+    monkeypatch.undo()  # the real server: it loads the configuration before it binds anything
     missing = CliRunner().invoke(cli.app, [*args[:-1], "staging"])
     assert missing.exit_code == 2 and "staging" in missing.stderr

@@ -105,30 +105,39 @@ class ClientConfigError(RuntimeError):
     """No usable kubeconfig or in-cluster configuration."""
 
 
-def load_client(kubeconfig: Path | None) -> k8s.ApiClient:
-    """In-cluster configuration when no kubeconfig is given and podium runs in a pod, else the
-    kubeconfig (``kubeconfig``, ``$KUBECONFIG`` or ``~/.kube/config``)."""
+def load_client(
+    kubeconfig: Path | None = None, context: str | None = None, *, serving: bool = True
+) -> k8s.ApiClient:
+    """In a pod (and neither a kubeconfig nor a context named) its service account, else the
+    kubeconfig (``kubeconfig``, ``$KUBECONFIG`` or ``~/.kube/config``) at ``context`` or its
+    current context. ``serving``: sized for ``podium serve``'s watches; otherwise (a command
+    run by hand) connection errors are not retried, so the command says so at once."""
     configuration = k8s.Configuration()
     try:
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
         else:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=str(kubeconfig) if kubeconfig else None,
+                context=context,
                 client_configuration=configuration,
             )
     except (k8s_config.ConfigException, OSError, ValueError, TypeError) as err:
-        where = kubeconfig or "the in-cluster service account or ~/.kube/config"
+        where = str(kubeconfig) if kubeconfig else "$KUBECONFIG or ~/.kube/config"
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ClientConfigError(
-            f"cannot load a Kubernetes configuration from {where}: {err}"
+            f"cannot load a Kubernetes configuration from {where}: {detail}"
         ) from err
-    # One connection per open watch, plus admissions' calls: the default pool (5 per CPU) is
-    # smaller than the number of watches and would churn connections.
-    configuration.connection_pool_maxsize = max(
-        configuration.connection_pool_maxsize or 0, len(cache.WATCHED) + 32
-    )
+    if serving:
+        # One connection per open watch, plus admissions' calls: the default pool (5 per CPU)
+        # is smaller than the number of watches and would churn connections.
+        configuration.connection_pool_maxsize = max(
+            configuration.connection_pool_maxsize or 0, len(cache.WATCHED) + 32
+        )
+    else:
+        configuration.retries = 0
     return k8s.ApiClient(configuration)
 
 

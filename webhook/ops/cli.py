@@ -388,14 +388,6 @@ def serve(
     from webhook.kube import client  # noqa: PLC0415
     from webhook.serve import server  # noqa: PLC0415
 
-    api_client = None
-    if context is not None:
-        from webhook.ops import connect  # noqa: PLC0415
-
-        try:
-            api_client = connect.api_client(kubeconfig, context, serving=True)
-        except connect.ConnectError as err:
-            raise output.fail(str(err)) from err
     try:
         server.run(
             host=host,
@@ -408,7 +400,7 @@ def serve(
             tls_min_version="1.3" if tls_min_version is TLSVersion.V1_3 else "1.2",
             client_ca_file=client_ca_file,
             use_tls=not no_tls,
-            api_client=api_client,
+            context=context,
         )
     except client.ClientConfigError as err:
         raise output.fail(str(err)) from err

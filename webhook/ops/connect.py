@@ -7,7 +7,6 @@ hand (``doctor``, ``snapshot``, ``certs``) connect here, because they also pick 
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import ssl
@@ -15,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
-from webhook.kube import cache, errors
+from webhook.kube import client, errors
 
 #: Seconds to connect, and to wait for an answer, per request of a command.
 TIMEOUT = (5.0, 60.0)
@@ -30,35 +28,12 @@ class ConnectError(RuntimeError):
 def api_client(
     kubeconfig: Path | None = None, context: str | None = None, *, serving: bool = False
 ) -> k8s.ApiClient:
-    """A client for the cluster: in a pod (and nothing named) its service account, else the
-    kubeconfig (``kubeconfig``, ``$KUBECONFIG`` or ``~/.kube/config``) at ``context`` or its
-    current context. A command's connection errors are not retried: it says so at once.
-    ``serving``: for ``podium serve --context``, configured as ``client.load_client`` does."""
-    configuration = k8s.Configuration()
+    """``client.load_client`` for a command: a configuration that cannot be loaded is a
+    ``ConnectError``. ``serving``: for ``podium serve --context``."""
     try:
-        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-        else:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig) if kubeconfig else None,
-                context=context,
-                client_configuration=configuration,
-            )
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as err:
-        where = str(kubeconfig) if kubeconfig else "$KUBECONFIG or ~/.kube/config"
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConnectError(
-            f"cannot load a Kubernetes configuration from {where}: {detail}"
-        ) from err
-    if serving:  # one connection per open watch, plus admissions' calls (as load_client)
-        configuration.connection_pool_maxsize = max(
-            configuration.connection_pool_maxsize or 0, len(cache.WATCHED) + 32
-        )
-    else:
-        configuration.retries = 0
-    return k8s.ApiClient(configuration)
+        return client.load_client(kubeconfig, context, serving=serving)
+    except client.ClientConfigError as err:
+        raise ConnectError(str(err)) from err
 
 
 def describe(err: BaseException, api: Any = None) -> str:

@@ -373,11 +373,11 @@ def run(
     tls_min_version: tls.TLSVersionName = "1.2",
     client_ca_file: Path | None = None,
     use_tls: bool = True,
-    api_client: Any = None,
+    context: str | None = None,
 ) -> None:
     """Serve admissions until SIGTERM/SIGINT. Raises ``client.ClientConfigError``, ``OSError``
-    or ``ssl.SSLError`` when it cannot start. ``api_client``: a client already configured (e.g.
-    for a kubeconfig context) instead of one loaded from ``kubeconfig``."""
+    or ``ssl.SSLError`` when it cannot start. ``context``: the kubeconfig context to use
+    instead of its current one."""
     ssl_context: ssl.SSLContext | None = None
     reloader: tls.CertReloader | None = None
     if use_tls:
@@ -387,8 +387,7 @@ def run(
             cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
         )
         reloader = tls.CertReloader(ssl_context, cert_file, key_file)
-    if api_client is None:  # (the command line passes one for --context)
-        api_client = client.load_client(kubeconfig)
+    api_client = client.load_client(kubeconfig, context)
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
@@ -475,4 +474,4 @@ def run(
         uvicorn.Server(config).run()
     finally:
         trail.close()  # the admissions have stopped: write what is still queued
-        api_client.close()
+        api_client.close()  # type: ignore[no-untyped-call]
