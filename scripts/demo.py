@@ -112,42 +112,6 @@ def start_operators(pool: OperatorPool) -> dict[str, Operator]:
     return started
 
 
-def wait_until_called(cluster: LocalCluster, podium: Podium, timeout: float = 60.0) -> None:
-    """The apiserver picks up a new webhook configuration asynchronously, and the operators
-    create pods the moment a job is submitted: dry-run a pod in an opted-in namespace of its
-    own until podium audits it."""
-    probe_ns = "podium-probe"
-    cluster.create_namespace(probe_ns, {"podium.dev/enabled": "true"})
-    probe = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "probe-",
-            "namespace": probe_ns,
-            # The webhook only sees pods with a controller: one no adapter knows.
-            "ownerReferences": [
-                {
-                    "apiVersion": "probe.podium.dev/v1",
-                    "kind": "Probe",
-                    "name": "probe",
-                    "uid": "00000000-0000-4000-8000-000000000000",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"containers": [{"name": "main", "image": "probe:1"}]},
-    }
-
-    def audited() -> bool:
-        cluster.request(
-            "POST", f"/api/v1/namespaces/{probe_ns}/pods", probe, query={"dryRun": "All"}
-        )
-        return any(r.get("namespace") == probe_ns for r in podium.audit_records())
-
-    cluster.wait_for("the podium webhook to be called", audited, timeout=timeout)
-    cluster.request("DELETE", f"/api/v1/namespaces/{probe_ns}")
-
-
 def expected_pods(job: dict[str, Any]) -> int:
     """How many pods the job's operator creates for it."""
     spec = job["spec"]
@@ -439,7 +403,7 @@ def main() -> int:
         podium.start()
         try:
             podium.register()
-            wait_until_called(cluster, podium)
+            podium.wait_until_called()
             console.print(f"[bold]podium[/] serves at {podium.url}, registered and called")
             with Watch(cluster, f"/api/v1/namespaces/{NS}/pods") as watch:
                 jobs = submit(cluster)

@@ -147,6 +147,45 @@ class Podium:
             hook["clientConfig"] = {"url": f"{self.url}/mutate", "caBundle": self.cluster.ca_bundle}
         return config
 
+    def wait_until_called(self, timeout: float = 60.0) -> None:
+        """The apiserver picks up a new webhook configuration asynchronously: dry-run a pod in
+        an opted-in namespace of its own until podium audits it. The pod's controller is a kind
+        no adapter knows, so no adapter (nor any CRD) is involved: a broken adapter fails the
+        test that uses it, not this."""
+        cluster = self.cluster
+        namespace = f"podium-probe-{uuid.uuid4().hex[:6]}"
+        cluster.create_namespace(namespace, {"podium.dev/enabled": "true"})
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "probe-",
+                "namespace": namespace,
+                # The webhook's matchConditions pass only pods with a controller.
+                "ownerReferences": [
+                    {
+                        "apiVersion": "probe.podium.dev/v1",
+                        "kind": "Probe",
+                        "name": "probe",
+                        "uid": "00000000-0000-4000-8000-000000000000",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"containers": [{"name": "main", "image": "probe:1"}]},
+        }
+
+        def audited() -> bool:
+            cluster.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods", probe, query={"dryRun": "All"}
+            )
+            return any(r.get("namespace") == namespace for r in self.audit_records())
+
+        try:
+            cluster.wait_for("the podium webhook to be called", audited, timeout=timeout)
+        finally:
+            cluster.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
     def register(self) -> dict[str, Any]:
         config = self.webhook_configuration()
         name = config["metadata"]["name"]

@@ -117,7 +117,7 @@ def podium_beside_operators(
     server.start()
     try:
         name = server.register()["metadata"]["name"]
-        _wait_until_called(server)
+        server.wait_until_called()
         yield server
     finally:
         server.stop()
@@ -126,42 +126,6 @@ def podium_beside_operators(
                 "DELETE",
                 f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
             )
-
-
-def _wait_until_called(podium: Podium) -> None:
-    """The apiserver picks up a new webhook configuration asynchronously: dry-run a plain pod
-    in an opted-in namespace until podium audits it. (No adapter is involved, so a broken
-    adapter fails the test itself, not this.)"""
-    cluster = podium.cluster
-    with opted_in_namespace(cluster, "podium-probe") as namespace:
-        probe = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": "probe-",
-                "namespace": namespace,
-                # The webhook's matchConditions pass only pods with a controller: one no
-                # adapter knows.
-                "ownerReferences": [
-                    {
-                        "apiVersion": "probe.podium.dev/v1",
-                        "kind": "Probe",
-                        "name": "probe",
-                        "uid": "00000000-0000-4000-8000-000000000000",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {"containers": [{"name": "main", "image": "probe:1"}]},
-        }
-
-        def audited() -> bool:
-            cluster.request(
-                "POST", f"/api/v1/namespaces/{namespace}/pods", probe, query={"dryRun": "All"}
-            )
-            return any(r.get("namespace") == namespace for r in podium.audit_records())
-
-        cluster.wait_for("the podium webhook to be called", audited, timeout=60)
 
 
 def _podium_objects(cluster: LocalCluster, namespace: str) -> dict[str, list[dict[str, Any]]]:
