@@ -35,8 +35,8 @@ from bench import workload
 from webhook.core import engine, labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
-from webhook.kube import twins
-from webhook.serve import admission, audit, server, tls
+from webhook.kube import cache, twins
+from webhook.serve import admission, audit, owners, server, tls
 from webhook.serve.metrics import Metrics
 
 ZONE = "zone-b"
@@ -60,6 +60,8 @@ def podium_app(nodes: int) -> Any:
         # as podium serve writes audit lines: through the writer thread
         sink=audit.BackgroundSink(audit.StreamSink(open(os.devnull, "w"))),  # noqa: SIM115
         observe=metrics.observe,
+        # as podium serve: each creation walks the pod's owners in the view (all there: no GET)
+        read_owners=owners.OwnerReader(cache.WatchCache(view, twins.InMemoryLister()), api),
     )
     if not os.environ.get("PODIUM_BENCH_NO_FREEZE"):
         server.freeze_heap()  # as podium serve does once the watch cache has synced
