@@ -37,7 +37,8 @@ unit: setup
 
 ## The real training operators the e2e tests run beside podium (tests/e2e/operators,
 ## docs/operators.md): all seven unless PODIUM_E2E_OPERATORS names fewer ("" for none).
-## Built once from the Go module proxy into ~/.cache/podium (about 25-40 minutes cold).
+## Built once from the Go module proxy into ~/.cache/podium (about 13 minutes cold on a quiet
+## machine, two to three times that under load).
 PODIUM_E2E_OPERATORS ?= all
 export PODIUM_E2E_OPERATORS
 
@@ -53,8 +54,8 @@ test: setup controlplane helm lint typecheck
 	$(BIN)/pytest
 
 ## The three real operators `make demo` runs beside podium (training-operator, mpi-operator,
-## JobSet), built from the Go module proxy into ~/.cache/podium (about 15 minutes cold; skipped
-## when cached).
+## JobSet), built from the Go module proxy into ~/.cache/podium (about 6 minutes cold after the
+## control plane; skipped when cached).
 DEMO_OPERATORS := trainingoperator mpioperator jobset
 
 demo-operators:

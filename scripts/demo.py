@@ -90,7 +90,7 @@ def start_operators(pool: OperatorPool) -> dict[str, Operator]:
     """Build (or take from the cache) and start each operator; say which, and how long it took."""
     console.print(
         "[bold]Starting the real operators[/] (built from the Go module proxy into "
-        "~/.cache/podium the first time, about 15 minutes; cached after that) …"
+        "~/.cache/podium the first time, about 6 minutes; cached after that) …"
     )
     started: dict[str, Operator] = {}
     for name, title in OPERATORS.items():
