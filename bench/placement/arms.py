@@ -21,8 +21,6 @@ finishes — is the runner's and identical for every arm.
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,7 +164,7 @@ class PodiumArm(Arm):
         self.server = Podium(ctx.cluster, ctx.work_dir / "podium", config=self.config)
         self.server.start()
         self.server.register()
-        wait_for_webhook(ctx.cluster)
+        self.server.wait_until_called()
 
     def stop(self) -> None:
         if self.server is not None:
@@ -207,64 +205,3 @@ def ensure_namespace(cluster: LocalCluster, name: str) -> None:
     except ApiError as error:
         if error.status != 409:
             raise
-
-
-def wait_for_webhook(cluster: LocalCluster, timeout: float = 60.0) -> None:
-    """The apiserver picks up a new webhook configuration asynchronously: probe with dry runs
-    until podium answers (its reason annotation appears)."""
-    ns = f"probe-{uuid.uuid4().hex[:6]}"
-    cluster.request(
-        "POST",
-        "/api/v1/namespaces",
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"podium.dev/enabled": "true"}},
-        },
-    )
-    cluster.wait_for(
-        "the default ServiceAccount of the probe namespace",
-        lambda: _exists(cluster, f"/api/v1/namespaces/{ns}/serviceaccounts/default"),
-    )
-    probe = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "probe-",
-            "namespace": ns,
-            "labels": {JOB_NAME_LABEL: "probe"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "kubeflow.org/v1",
-                    "kind": "PyTorchJob",
-                    "name": "probe",
-                    "uid": str(uuid.uuid4()),
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"containers": [{"name": "main", "image": "trainer:1"}]},
-    }
-
-    def mutated() -> bool:
-        got = cluster.request(
-            "POST", f"/api/v1/namespaces/{ns}/pods", probe, query={"dryRun": "All"}
-        )
-        return "podium.dev/reason" in (got["metadata"].get("annotations") or {})
-
-    deadline = time.monotonic() + timeout
-    while not mutated():
-        if time.monotonic() > deadline:
-            raise RuntimeError("podium's webhook was not called within the timeout")
-        time.sleep(0.5)
-    cluster.request("DELETE", f"/api/v1/namespaces/{ns}")
-
-
-def _exists(cluster: LocalCluster, path: str) -> bool:
-    try:
-        cluster.request("GET", path)
-    except ApiError as error:
-        if error.status == 404:
-            return False
-        raise
-    return True

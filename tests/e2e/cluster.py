@@ -883,6 +883,19 @@ class LocalCluster:
             lambda: self._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
         )
 
+    def delete_namespace(self, name: str, *, timeout: float = 120.0) -> None:
+        """Delete a namespace (one already gone is fine) and wait until it is gone, so what its
+        pods held (fake GPUs, PodGroup finalizers) is free again for the next test."""
+        path = f"/api/v1/namespaces/{name}"
+        try:
+            self.request("DELETE", path)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+        self.wait_for(
+            f"namespace {name} to be deleted", lambda: not self._exists(path), timeout=timeout
+        )
+
     # --- nodes and CRDs ----------------------------------------------------------------------
 
     def create_fake_nodes(

@@ -224,16 +224,7 @@ def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        cluster.request("DELETE", f"/api/v1/namespaces/{name}")
-
-        def gone() -> bool:
-            try:
-                cluster.request("GET", f"/api/v1/namespaces/{name}")
-            except ApiError as err:
-                return err.status == 404
-            return False
-
-        cluster.wait_for(f"namespace {name} to be deleted", gone, timeout=120)
+        cluster.delete_namespace(name)
 
 
 def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, Any]]:

@@ -106,7 +106,7 @@ def serving(server: Podium) -> Iterator[Podium]:
     server.start()
     try:
         server.register()
-        wait_for_webhook(server.cluster)
+        server.wait_until_called()
         yield server
     finally:
         server.stop()
@@ -129,34 +129,6 @@ def controller_ref(name: str, uid: str | None = None) -> dict[str, Any]:
         "uid": uid or str(uuid.uuid4()),
         "controller": True,
     }
-
-
-def wait_for_webhook(cluster: LocalCluster) -> None:
-    """The apiserver picks up a new webhook configuration asynchronously: probe with dry runs."""
-    ns = f"probe-{uuid.uuid4().hex[:6]}"
-    cluster.request(
-        "POST",
-        "/api/v1/namespaces",
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"podium.dev/enabled": "true"}},
-        },
-    )
-    probe = pod(
-        ns,
-        generate_name="probe-",
-        gpus=0,
-        labels={"training.kubeflow.org/job-name": "probe"},
-        owners=[controller_ref("probe")],
-    )
-
-    def mutated() -> bool:
-        got = create(cluster, probe, dry_run=True)
-        return REASON in (got["metadata"].get("annotations") or {})
-
-    cluster.wait_for("the podium webhook to be called", mutated, timeout=60)
-    cluster.request("DELETE", f"/api/v1/namespaces/{ns}")
 
 
 @pytest.fixture
@@ -633,7 +605,7 @@ def test_podium_down_fails_open_and_the_gap_is_visible(
         assert "affinity" not in created["spec"]
     finally:
         podium.start()
-        wait_for_webhook(local_cluster)
+        podium.wait_until_called()
 
 
 def test_copying_a_jobs_label_does_not_get_a_pod_into_its_policy(

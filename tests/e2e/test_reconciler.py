@@ -26,7 +26,6 @@ from .test_podium import (
     pytorch_pods,
     pytorchjob,
     wait_bound,
-    wait_for_webhook,
 )
 
 pytestmark = pytest.mark.e2e
@@ -65,7 +64,7 @@ def pair(
             server.start()
             servers.append(server)
         servers[0].register()
-        wait_for_webhook(local_cluster)
+        servers[0].wait_until_called()
         yield servers
     finally:
         for server in servers:

@@ -52,17 +52,7 @@ def gang_ns(gang_cluster: LocalCluster) -> Iterator[str]:
     name = f"gang-{uuid.uuid4().hex[:6]}"
     gang_cluster.create_namespace(name)
     yield name
-    gang_cluster.request("DELETE", f"/api/v1/namespaces/{name}")
-
-    def gone() -> bool:
-        try:
-            gang_cluster.request("GET", f"/api/v1/namespaces/{name}")
-        except ApiError as error:
-            return error.status == 404
-        return False
-
-    # Its pods' GPUs are free again for the next test (and its PodGroups' finalizers went).
-    gang_cluster.wait_for(f"namespace {name} to be deleted", gone, timeout=120)
+    gang_cluster.delete_namespace(name)
 
 
 def podgroup(name: str, min_count: int) -> dict[str, Any]:

@@ -970,16 +970,4 @@ def fresh_namespace(
     try:
         yield name
     finally:
-        with contextlib.suppress(ApiError):
-            cluster.request("DELETE", f"/api/v1/namespaces/{name}")
-
-        def gone() -> bool:
-            try:
-                cluster.request("GET", f"/api/v1/namespaces/{name}")
-            except ApiError as error:
-                return error.status == 404
-            return False
-
-        deadline = time.monotonic() + wait_deleted
-        while not gone() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        cluster.delete_namespace(name, timeout=wait_deleted)
