@@ -132,32 +132,23 @@ def _guard_update(request: Request, view: ClusterView, settings: Settings) -> De
     before, after = _trusted_label(request.old_object), _trusted_label(request.object)
     if before == after:
         return _guard_zone_update(request, view, settings)
-    user = request.user.get("username")
     if (
         after is None
-        and settings.own_user
-        and user == settings.own_user
+        and _by_podium(request, settings)
         and request.old_object is not None
         and (why := disowned_label(request.old_object, request.namespace, view)) is not None
     ):
         return Decision(
             outcome="skipped",
             reason="own-label-removal",
-            detail=f"podium ({user}) removed a copied {labels.JOB} label: {why}",
+            detail=f"podium ({settings.own_user}) removed a copied {labels.JOB} label: {why}",
             namespace=request.namespace,
         )
     message = (
         f"the {labels.JOB} label is set by podium when a pod is created and cannot be "
         f"changed afterwards ({before!r} → {after!r})"
     )
-    return Decision(
-        outcome="denied",
-        reason="trusted-label-changed",
-        detail=message,
-        namespace=request.namespace,
-        pod=request.object,
-        denial=message,
-    )
+    return _refused(request, message)
 
 
 def _guard_zone_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
@@ -175,24 +166,35 @@ def _guard_zone_update(request: Request, view: ClusterView, settings: Settings) 
             detail="UPDATE Pod that leaves podium's labels alone",
             namespace=request.namespace,
         )
-    user = request.user.get("username")
     node = view.node(str(((request.old_object or {}).get("spec") or {}).get("nodeName") or ""))
     if (
         after is not None
-        and settings.own_user
-        and user == settings.own_user
+        and _by_podium(request, settings)
         and node is not None
         and node.zone == after
     ):
         return Decision(
             outcome="skipped",
             reason="own-zone-label",
-            detail=f"podium ({user}) labelled the pod with the zone of its node {node.name}",
+            detail=(
+                f"podium ({settings.own_user}) labelled the pod with the zone of its node "
+                f"{node.name}"
+            ),
             namespace=request.namespace,
         )
     message = (
         f"the {labels.ZONE} label is set by podium and cannot be changed ({before!r} → {after!r})"
     )
+    return _refused(request, message)
+
+
+def _by_podium(request: Request, settings: Settings) -> bool:
+    """The request comes from podium's own user (its reconciler), when that user is known."""
+    return bool(settings.own_user) and request.user.get("username") == settings.own_user
+
+
+def _refused(request: Request, message: str) -> Decision:
+    """A change to one of podium's trusted labels, refused with ``message``."""
     return Decision(
         outcome="denied",
         reason="trusted-label-changed",

@@ -25,13 +25,11 @@ class ConnectError(RuntimeError):
     """No cluster to talk to; the message is one line."""
 
 
-def api_client(
-    kubeconfig: Path | None = None, context: str | None = None, *, serving: bool = False
-) -> k8s.ApiClient:
-    """``client.load_client`` for a command: a configuration that cannot be loaded is a
-    ``ConnectError``. ``serving``: for ``podium serve --context``."""
+def api_client(kubeconfig: Path | None = None, context: str | None = None) -> k8s.ApiClient:
+    """``client.load_client`` for a command (no retries: it says at once when the cluster cannot
+    be reached); a configuration that cannot be loaded is a ``ConnectError``."""
     try:
-        return client.load_client(kubeconfig, context, serving=serving)
+        return client.load_client(kubeconfig, context, serving=False)
     except client.ClientConfigError as err:
         raise ConnectError(str(err)) from err
 
