@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import controlplane_bin_dir
-from .operators.conftest import ENV, enabled_operators
+from .operators.conftest import needs
 from .operators.runner import build
 
 pytestmark = pytest.mark.e2e
@@ -42,9 +42,7 @@ EXPECTED = {
 TIMEOUT = 1200
 
 
-@pytest.mark.skipif(
-    not set(OPERATORS) <= enabled_operators(), reason=f"set {ENV}={','.join(OPERATORS)}"
-)
+@needs(*OPERATORS)
 def test_demo_pins_every_pod_the_real_operators_create(tmp_path: Path) -> None:
     controlplane_bin_dir()  # skips without Go, as every e2e test does
     # Cold builds take long: done before the demo's clock starts.

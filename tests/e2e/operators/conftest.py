@@ -10,12 +10,14 @@ demand and stops them at the end of the session.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pytest
 
 from ..cluster import ZONES, LocalCluster
 from ..conftest import controlplane_bin_dir
+from .frameworks import FRAMEWORKS
 from .runner import NAMES, OperatorPool
 
 ENV = "PODIUM_E2E_OPERATORS"
@@ -27,6 +29,17 @@ def enabled_operators() -> frozenset[str]:
     if value in ("all", "1"):
         return frozenset(NAMES)
     return frozenset(v.strip() for v in value.split(",") if v.strip())
+
+
+def needs(*operators: str) -> pytest.MarkDecorator:
+    """Skip unless ``$PODIUM_E2E_OPERATORS`` asks for every one of ``operators``."""
+    missing = set(operators) - enabled_operators()
+    return pytest.mark.skipif(bool(missing), reason=f"set {ENV}={','.join(operators)}")
+
+
+def framework_params(names: Iterable[str]) -> list[Any]:
+    """One parameter per framework, skipped unless its operators are asked for."""
+    return [pytest.param(n, id=n, marks=needs(*FRAMEWORKS[n].operators)) for n in names]
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ import pytest
 
 from ..cluster import ApiError, LocalCluster, crd_files
 from ..podium import Podium, opted_in_namespace
-from .conftest import ENV, enabled_operators
+from .conftest import enabled_operators, framework_params, needs
 from .frameworks import FRAMEWORKS
 from .observe import Observation, api_path, observe, summarize
 from .runner import NAMES, OperatorPool
@@ -80,17 +80,6 @@ GANGS: dict[str, Gangs] = {
     "raycluster": Gangs(owner_kind="RayCluster"),
     "volcanojob": Gangs(owner_kind="Job"),
 }
-
-
-def _params() -> Iterator[Any]:
-    enabled = enabled_operators()
-    for name in ORDER:
-        framework = FRAMEWORKS[name]
-        missing = sorted(set(framework.operators) - enabled)
-        marks = []
-        if missing:
-            marks.append(pytest.mark.skip(reason=f"set {ENV}={','.join(framework.operators)}"))
-        yield pytest.param(name, id=name, marks=marks)
 
 
 def test_every_framework_is_covered() -> None:
@@ -253,7 +242,7 @@ def _delete_job_and_wait_cleaned_up(cluster: LocalCluster, seen: Observation) ->
     )
 
 
-@pytest.mark.parametrize("name", list(_params()))
+@pytest.mark.parametrize("name", framework_params(ORDER))
 def test_podium_pins_what_the_real_operator_creates(
     name: str,
     operator_cluster: LocalCluster,
@@ -275,11 +264,6 @@ def test_podium_pins_what_the_real_operator_creates(
 # --- the operator acts again on a running job -------------------------------------------------
 
 REPLICA_TYPE = "training.kubeflow.org/replica-type"
-
-
-def _needs(*operators: str) -> pytest.MarkDecorator:
-    missing = sorted(set(operators) - enabled_operators())
-    return pytest.mark.skipif(bool(missing), reason=f"set {ENV}={','.join(operators)}")
 
 
 def _pods(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
@@ -320,7 +304,7 @@ def _recorded_audit(podium: Podium, namespace: str, pod: str) -> list[dict[str, 
     ]
 
 
-@_needs("trainingoperator")
+@needs("trainingoperator")
 def test_a_worker_the_operator_recreates_follows_the_record(
     operator_cluster: LocalCluster,
     operator_pool: OperatorPool,
@@ -362,7 +346,7 @@ def test_a_worker_the_operator_recreates_follows_the_record(
         _delete_job_and_wait_cleaned_up(cluster, seen)
 
 
-@_needs("trainingoperator")
+@needs("trainingoperator")
 def test_an_elastic_job_scaled_from_2_to_4_workers_stays_in_its_zone(
     operator_cluster: LocalCluster,
     operator_pool: OperatorPool,

@@ -10,14 +10,12 @@ from __future__ import annotations
 import fnmatch
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from ..cluster import LocalCluster
-from .conftest import ENV, enabled_operators
+from .conftest import framework_params
 from .frameworks import FRAMEWORKS
 from .observe import observe, summarize
 from .runner import OperatorPool, fresh_namespace
@@ -170,21 +168,11 @@ EXPECTED: dict[str, Expected] = {
 }
 
 
-def _params() -> Iterator[Any]:
-    enabled = enabled_operators()
-    for name, framework in FRAMEWORKS.items():
-        missing = sorted(set(framework.operators) - enabled)
-        marks = []
-        if missing:
-            marks.append(pytest.mark.skip(reason=f"set {ENV}={','.join(framework.operators)}"))
-        yield pytest.param(name, id=name, marks=marks)
-
-
 def test_every_framework_has_expectations() -> None:
     assert set(EXPECTED) == set(FRAMEWORKS)
 
 
-@pytest.mark.parametrize("name", list(_params()))
+@pytest.mark.parametrize("name", framework_params(FRAMEWORKS))
 def test_real_operator_creates_the_pods(
     name: str, operator_cluster: LocalCluster, operator_pool: OperatorPool
 ) -> None:
