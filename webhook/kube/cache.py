@@ -173,6 +173,12 @@ class WatchCache:
         self.backoff_cap = backoff_cap
         self.ready = asyncio.Event()
         self._status = {r: _Status() for r in self.resources}
+        # What a read-through may fetch: the kinds between a pod and its job, watched whole.
+        self._owners = {
+            (r.api_version, r.kind): r
+            for r in self.resources
+            if (r.group, r.kind) not in _NOT_OWNERS and not (r.label_selector or r.field_selector)
+        }
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._streams: dict[Resource, WatchStream] = {}
@@ -199,16 +205,7 @@ class WatchCache:
     def owner_resource(self, api_version: str, kind: str) -> Resource | None:
         """The watched resource of a kind that owns training pods (a job, or an object between a
         job and its pods), unfiltered: what a read-through may fetch and keep."""
-        for resource in self.resources:
-            if (
-                resource.api_version == api_version
-                and resource.kind == kind
-                and (resource.group, kind) not in _NOT_OWNERS
-                and not resource.label_selector
-                and not resource.field_selector
-            ):
-                return resource
-        return None
+        return self._owners.get((api_version, kind))
 
     def remember(self, resource: Resource, obj: dict[str, Any]) -> None:
         """Keep an object read outside the watch (a read-through after a miss) as a watch event
