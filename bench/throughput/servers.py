@@ -1,6 +1,7 @@
 # ruff: noqa: PLC0415 - kopf and pyinstrument are bench-only: imported only where used
-"""The three servers the load phases drive, each started as ``python -m bench.servers KIND …`` in
-its own process pinned to one core (the load generator gets the other):
+"""The three servers the load phases drive, each started as
+``python -m bench.throughput.servers KIND …`` in its own process pinned to one core (the load
+generator gets the other):
 
 * ``podium`` — ``server.create_app`` with an ``Admitter`` over a synthetic view
   (``workload.cluster``) and ``twins.InMemoryApi`` (objects it creates are fed back into the
@@ -31,7 +32,7 @@ from typing import Any
 import orjson
 import uvicorn
 
-from bench import workload
+from bench.throughput import workload
 from webhook.core import engine, labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -242,7 +243,7 @@ def serve_kopf(port: int, certs: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.servers")
+    parser = argparse.ArgumentParser(prog="python -m bench.throughput.servers")
     parser.add_argument(
         "kind", choices=["podium", "limit", "kopf", *(f"podium-{stage}" for stage in STAGES)]
     )
