@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from bench import cli
 from bench.placement import arms, study, trace
+from bench.throughput import servers
 from bench.throughput import study as throughput_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,3 +187,12 @@ def test_python_dash_m_bench_is_the_cli() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: python -m bench placement [OPTIONS]")
+
+
+def test_the_servers_the_throughput_study_starts_name_their_kinds() -> None:
+    runner = CliRunner()
+    result = runner.invoke(servers.cli, ["--help"], prog_name="python -m bench.throughput.servers")
+    assert result.exit_code == 0, result.output
+    assert all(kind in result.output for kind in ("podium-answer", "podium-decide", "kopf"))
+    refused = runner.invoke(servers.cli, ["nope", "--port", "1", "--certs", "."])
+    assert refused.exit_code == 2
