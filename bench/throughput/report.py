@@ -42,34 +42,50 @@ def _latencies(stats: dict[str, Any]) -> list[str]:
     ]
 
 
-def _steady(name: str, stats: dict[str, Any], limit: dict[str, Any] | None) -> str:
+def _steady_row(name: str, stats: dict[str, Any], limit: dict[str, Any] | None) -> str:
     ratio = f"{stats['rps'] / limit['rps']:.2f}×" if limit else ""
     cpu = f"{stats['cpu_us']:.0f}" if "cpu_us" in stats else ""
     return row(name, stats["connections"], num(stats["rps"], 0), ratio, cpu, *_latencies(stats))
 
 
 def markdown(results: dict[str, Any]) -> str:
-    load, sized = results["load"], results["scale"]
-    limit, podium, kopf = load["limit"], load["podium"], load["kopf"]
     lines = [
         f"Run: {results['machine']['cpus']} CPUs, Python {results['machine']['python']}, "
         f"{results['seconds_per_phase']:g} s per load phase, podium's view "
         f"{results['server_nodes']} nodes × 30 pods, whole run {results['wall_s']:.0f} s.",
+        *_steady(results["load"]),
+        *_first_pods(results["load"]),
+        *_breakdown(results.get("breakdown") or {}),
+        *_scale(results["scale"]),
+        "",
+        "### Targets",
+        "",
+        *table(
+            "target | measured | met",
+            (row(t, m, "yes" if ok else "**no**") for t, m, ok in targets(results)),
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _steady(load: dict[str, Any]) -> list[str]:
+    limit, podium, kopf = load["limit"], load["podium"], load["kopf"]
+    rows = []
+    for c in CONCURRENCY:
+        key = f"later-c{c}"
+        rows.append(_steady_row("limit (bare ASGI)", limit[key], None))
+        rows.append(_steady_row("podium", podium[key], limit[key]))
+        rows.append(_steady_row("kopf", kopf[key], limit[key]))
+    lines = [
         "",
         "### Load: steady state (later pods of recorded jobs), TLS keep-alive",
         "",
+        *table(
+            "server | conns | req/s | vs limit | CPU µs/req | p50 ms | p99 ms | max ms "
+            "| requests | errors",
+            rows,
+        ),
     ]
-    steady = []
-    for c in CONCURRENCY:
-        key = f"later-c{c}"
-        steady.append(_steady("limit (bare ASGI)", limit[key], None))
-        steady.append(_steady("podium", podium[key], limit[key]))
-        steady.append(_steady("kopf", kopf[key], limit[key]))
-    lines += table(
-        "server | conns | req/s | vs limit | CPU µs/req | p50 ms | p99 ms | max ms | requests "
-        "| errors",
-        steady,
-    )
     top = f"later-c{CONCURRENCY[-1]}"
     if all("cpu_us" in runs[top] for runs in (limit, podium, kopf)):
         cpu = {name: runs[top]["cpu_us"] for name, runs in load.items()}
@@ -81,53 +97,53 @@ def markdown(results: dict[str, Any]) -> str:
             f"podium's throughput would be {cpu['limit'] / cpu['podium']:.2f}× the limit's and "
             f"{cpu['kopf'] / cpu['podium']:.2f}× kopf's.",
         ]
-    lines += [
+    return lines
+
+
+def _first_pods(load: dict[str, Any]) -> list[str]:
+    rows = []
+    for name in ("podium", "kopf"):
+        for key in ("first-c1", "first-c4", "first-c16", "burst-c16"):
+            stats = load[name][key]
+            scenario = "first pod" if key.startswith("first") else "1,000-pod burst"
+            rows.append(
+                row(name, scenario, stats["connections"], num(stats["rps"], 0), *_latencies(stats))
+            )
+    return [
         "",
         "### Load: first pod of a new job each request (record + policy created), and a "
         "1,000-pod gang burst",
         "",
+        *table(
+            "server | scenario | conns | req/s | p50 ms | p99 ms | max ms | requests | errors", rows
+        ),
     ]
-    first = []
-    for name, runs in (("podium", podium), ("kopf", kopf)):
-        for key in ("first-c1", "first-c4", "first-c16", "burst-c16"):
-            stats = runs[key]
-            scenario = "first pod" if key.startswith("first") else "1,000-pod burst"
-            first.append(
-                row(name, scenario, stats["connections"], num(stats["rps"], 0), *_latencies(stats))
-            )
-    lines += table(
-        "server | scenario | conns | req/s | p50 ms | p99 ms | max ms | requests | errors",
-        first,
+
+
+def _scale(sized: list[dict[str, Any]]) -> list[str]:
+    rows = (
+        row(
+            f"{r['nodes']:,}",
+            f"{r['pods']:,}",
+            f"{r['memory_bytes'] / 2**20:.1f}",
+            f"{r['memory_bytes'] / 1024 / r['pods']:.2f}",
+            f"{r['sync_s']:.2f}",
+            f"{r['later_us']:.0f}",
+            f"{r['first_us']:.0f}",
+            f"{r['first_cold_us']:.0f}",
+        )
+        for r in sized
     )
-    lines += _breakdown(results.get("breakdown") or {})
-    lines += [
+    return [
         "",
         "### The cluster view against cluster size (30 pods per node)",
         "",
-    ]
-    lines += table(
-        "nodes | pods | memory MiB | KiB/pod | cold sync s | later pod µs | first pod µs "
-        "| first pod, cold cache µs",
-        (
-            row(
-                f"{r['nodes']:,}",
-                f"{r['pods']:,}",
-                f"{r['memory_bytes'] / 2**20:.1f}",
-                f"{r['memory_bytes'] / 1024 / r['pods']:.2f}",
-                f"{r['sync_s']:.2f}",
-                f"{r['later_us']:.0f}",
-                f"{r['first_us']:.0f}",
-                f"{r['first_cold_us']:.0f}",
-            )
-            for r in sized
+        *table(
+            "nodes | pods | memory MiB | KiB/pod | cold sync s | later pod µs | first pod µs "
+            "| first pod, cold cache µs",
+            rows,
         ),
-    )
-    lines += ["", "### Targets", ""]
-    lines += table(
-        "target | measured | met",
-        (row(t, m, "yes" if ok else "**no**") for t, m, ok in targets(results)),
-    )
-    return "\n".join(lines) + "\n"
+    ]
 
 
 #: The breakdown's servers, in order, and what each adds to the one before it.
