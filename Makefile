@@ -74,7 +74,7 @@ demo-offline: setup
 bench: setup
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench throughput
 
 ## The placement study (docs/benchmarks/placement.md): default scheduler, self-affinity, podium
 ## and the scheduler's gang placement on a local control plane, two seeds; ~25 minutes on 2 cores.

@@ -1,10 +1,5 @@
-import sys
+"""``python -m bench``: the two studies' command line (`bench.cli`)."""
 
-if sys.argv[1:2] == ["placement"]:
-    from bench.placement import main as placement
+from bench.cli import main
 
-    sys.exit(placement(sys.argv[2:]))
-
-from bench.run import main
-
-sys.exit(main())
+main()

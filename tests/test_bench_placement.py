@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from bench import placement
-from bench.placement import analysis, arms, report, runner, trace
+from bench.placement import analysis, arms, report, runner, study, trace
 from webhook.core.settings import Settings, ZoneChooser
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
 
 def _results() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((DOCS / placement.RESULTS).read_text())
+    data: dict[str, Any] = json.loads((DOCS / study.RESULTS).read_text())
     return data
 
 
@@ -27,12 +26,12 @@ def _results() -> dict[str, Any]:
 
 
 def test_the_committed_tables_are_rendered_from_the_committed_numbers() -> None:
-    document = (DOCS / placement.DOCUMENT).read_text()
-    assert report.embed(document, report.markdown(_results())) == document
+    document = (DOCS / study.DOCUMENT).read_text()
+    assert report.MARKERS.embed(document, report.markdown(_results())) == document
 
 
 def test_the_committed_numbers_are_computed_from_the_committed_runs() -> None:
-    records = {(r["arm"], r["seed"]): r for r in placement.load_records(DOCS)}
+    records = {(r["arm"], r["seed"]): r for r in study.load_records(DOCS)}
     results = _results()
     assert {(r["arm"], r["seed"]) for r in results["runs"]} == set(records)
     for run in results["runs"]:
@@ -45,12 +44,12 @@ def test_the_committed_study_covers_every_arm_on_two_seeds_of_one_trace() -> Non
     assert len(seeds) >= 2
     for arm in arms.DEFAULT_ARMS:
         assert {r["seed"] for r in results["runs"] if r["arm"] == arm} == seeds
-    spec = placement.spec_of(results["params"])
+    spec = study.spec_of(results["params"])
     assert spec.jobs >= 150
     for seed in seeds:  # the recorded trace is the one its parameters generate
         jobs = trace.generate(seed, spec)
         assert results["params"]["offered_load"][str(seed)] == round(trace.offered_load(jobs), 4)
-    for record in placement.load_records(DOCS):
+    for record in study.load_records(DOCS):
         jobs = trace.generate(record["seed"], spec)
         assert [(j["name"], j["pods"], j["gpus_per_pod"]) for j in record["jobs"]] == [
             (j.name, j.pods, j.gpus_per_pod) for j in jobs

@@ -1,5 +1,5 @@
-"""The benchmark report: the committed tables are what the report code makes of the committed
-numbers, and a load target counts as met only where it holds at every concurrency."""
+"""The throughput study's report: the committed tables are what the report code makes of the
+committed numbers, and a load target counts as met only where it holds at every concurrency."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench.throughput import report
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
@@ -24,7 +24,7 @@ def test_the_committed_tables_are_rendered_from_the_committed_numbers() -> None:
 
 def test_the_readme_shows_the_committed_tables() -> None:
     readme = (RESULTS / "README.md").read_text()
-    assert report.embed(readme, (RESULTS / "results.md").read_text()) == readme
+    assert report.MARKERS.embed(readme, (RESULTS / "results.md").read_text()) == readme
 
 
 def _set_rps(results: dict[str, Any], server: str, rps: dict[int, float]) -> None:

@@ -1,8 +1,6 @@
 """The placement study's tables (Markdown, from ``placement.json``) and plots (from the raw run
-records). ``docs/benchmarks/placement.md`` holds the tables between `BEGIN` and `END`; a run
-rewrites only that block."""
-
-# ruff: noqa: PLC0415 - matplotlib is bench-only and imported only when plotting
+records). ``docs/benchmarks/placement.md`` holds the tables between `MARKERS`; a run rewrites
+only that block."""
 
 from __future__ import annotations
 
@@ -11,19 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement import analysis
+from bench.report import MISSING, Markers, num, pyplot, row, save, table
 
-BEGIN = "<!-- placement tables, written by python -m bench placement: edit the report code -->"
-END = "<!-- end of placement tables -->"
-
-
-def embed(document: str, tables: str) -> str:
-    """``document`` with ``tables`` between `BEGIN` and `END`."""
-    start, end = document.index(BEGIN) + len(BEGIN), document.index(END)
-    return f"{document[:start]}\n{tables}{document[end:]}"
-
-
-def _num(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
+MARKERS = Markers(
+    begin="<!-- placement tables, written by python -m bench placement: edit the report code -->",
+    end="<!-- end of placement tables -->",
+)
 
 
 def _runs(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -59,45 +50,23 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
         "### Placement outcomes",
         "",
-        "| arm | seed | jobs | ran split across zones | whole in one zone | finished "
-        "| failed attempts: timed out / split | wait p50 / p95 (sim min) | stuck partial > "
-        f"{analysis.STUCK_SIM_MINUTES:g} min | stranded GPU-h | useful GPU-h "
-        "| useful / capacity |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for run in _runs(results):
-        m = run["metrics"]
-        lines.append(
-            f"| {run['arm']} | {run['seed']} | {m['jobs']} | {m['split_jobs']} "
-            f"({m['split_pct']:.0f} %) | {m['whole_one_zone']} | {m['finished']} | "
-            f"{m['failed_timeout']} / {m['failed_split']} | "
-            f"{_num(m['wait_p50_min'])} / {_num(m['wait_p95_min'])} | {m['stuck_partial']} | "
-            f"{_num(m['stranded_gpu_h'])} | {_num(m['useful_gpu_h'])} | "
-            f"{100 * m['useful_share']:.0f} % |"
-        )
-    lines += [
+        *table(
+            "arm | seed | jobs | ran split across zones | whole in one zone | finished "
+            "| failed attempts: timed out / split | wait p50 / p95 (sim min) | stuck partial > "
+            f"{analysis.STUCK_SIM_MINUTES:g} min | stranded GPU-h | useful GPU-h "
+            "| useful / capacity",
+            map(_outcomes, _runs(results)),
+        ),
         "",
         "### What placing costs the control plane",
         "",
-        "| arm | seed | pods created | webhook calls | webhook p50 / p99 / mean ms (apiserver) "
-        "| scheduled | unschedulable attempts | scheduled / s | peak binds / s "
-        "| bound → Running p50 s | run (sim min) | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *table(
+            "arm | seed | pods created | webhook calls | webhook p50 / p99 / mean ms (apiserver) "
+            "| scheduled | unschedulable attempts | scheduled / s | peak binds / s "
+            "| bound → Running p50 s | run (sim min) | errors",
+            map(_costs, _runs(results)),
+        ),
     ]
-    for run in _runs(results):
-        m = run["metrics"]
-        hook = (
-            f"{_num(m['webhook_p50_ms'])} / {_num(m['webhook_p99_ms'])} / "
-            f"{_num(m['webhook_mean_ms'])}"
-            if m["webhook_calls"]
-            else "–"
-        )
-        lines.append(
-            f"| {run['arm']} | {run['seed']} | {m['pods_created']} | {m['webhook_calls']} | "
-            f"{hook} | {m['scheduler_scheduled']} | {m['scheduler_unschedulable']} | "
-            f"{m['scheduler_scheduled_per_s']:.1f} | {m['bound_peak_per_s']} | "
-            f"{_num(m['bind_to_running_p50_s'], 2)} | {m['run_min']:.0f} | {run['errors']} |"
-        )
     reasons = [r for r in _runs(results) if r["metrics"]["reasons"]]
     if reasons:
         lines += ["", "podium's decisions (first pod of each job, `podium.dev/reason`):", ""]
@@ -107,14 +76,51 @@ def markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _outcomes(run: Mapping[str, Any]) -> str:
+    m = run["metrics"]
+    return row(
+        run["arm"],
+        run["seed"],
+        m["jobs"],
+        f"{m['split_jobs']} ({m['split_pct']:.0f} %)",
+        m["whole_one_zone"],
+        m["finished"],
+        f"{m['failed_timeout']} / {m['failed_split']}",
+        f"{num(m['wait_p50_min'])} / {num(m['wait_p95_min'])}",
+        m["stuck_partial"],
+        num(m["stranded_gpu_h"]),
+        num(m["useful_gpu_h"]),
+        f"{100 * m['useful_share']:.0f} %",
+    )
+
+
+def _costs(run: Mapping[str, Any]) -> str:
+    m = run["metrics"]
+    hook = (
+        f"{num(m['webhook_p50_ms'])} / {num(m['webhook_p99_ms'])} / {num(m['webhook_mean_ms'])}"
+        if m["webhook_calls"]
+        else MISSING
+    )
+    return row(
+        run["arm"],
+        run["seed"],
+        m["pods_created"],
+        m["webhook_calls"],
+        hook,
+        m["scheduler_scheduled"],
+        m["scheduler_unschedulable"],
+        f"{m['scheduler_scheduled_per_s']:.1f}",
+        m["bound_peak_per_s"],
+        num(m["bind_to_running_p50_s"], 2),
+        f"{m['run_min']:.0f}",
+        run["errors"],
+    )
+
+
 def plots(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """One timeline per arm (a column per seed): GPUs held usefully and stranded, GPUs of jobs
     not yet running whole, and how full each zone is. Returns the files written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     by_arm: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         by_arm.setdefault(record["arm"], []).append(record)
@@ -156,9 +162,5 @@ def plots(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
             bottom.set_xlabel("simulated minutes")
         axes[0][0].legend(loc="upper left", fontsize=8)
         axes[1][0].legend(loc="lower right", fontsize=8)
-        fig.tight_layout()
-        path = out / f"placement-{arm}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, out / f"placement-{arm}.png", dpi=90))
     return written

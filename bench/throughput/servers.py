@@ -1,6 +1,7 @@
 # ruff: noqa: PLC0415 - kopf and pyinstrument are bench-only: imported only where used
-"""The three servers the load phases drive, each started as ``python -m bench.servers KIND …`` in
-its own process pinned to one core (the load generator gets the other):
+"""The three servers the load phases drive, each started as
+``python -m bench.throughput.servers KIND …`` in its own process pinned to one core (the load
+generator gets the other):
 
 * ``podium`` — ``server.create_app`` with an ``Admitter`` over a synthetic view
   (``workload.cluster``) and ``twins.InMemoryApi`` (objects it creates are fed back into the
@@ -17,21 +18,22 @@ its own process pinned to one core (the load generator gets the other):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
+import enum
 import functools
 import os
 import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+import typer
 import uvicorn
 
-from bench import workload
+from bench.throughput import workload
 from webhook.core import engine, labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -241,30 +243,50 @@ def serve_kopf(port: int, certs: Path) -> None:
         asyncio.run(main())
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.servers")
-    parser.add_argument(
-        "kind", choices=["podium", "limit", "kopf", *(f"podium-{stage}" for stage in STAGES)]
-    )
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--certs", type=Path, required=True)
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--core", type=int, default=None)
-    parser.add_argument("--profile", type=Path, default=None)
-    args = parser.parse_args(argv)
-    _pin(args.core)
+#: The servers: podium, the limit, kopf, and podium cut short after each of `STAGES`.
+Kind = enum.StrEnum(
+    "Kind", [(k, k) for k in ("podium", "limit", "kopf", *(f"podium-{s}" for s in STAGES))]
+)
+
+cli = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@cli.command()
+def main(
+    kind: Annotated[Kind, typer.Argument(metavar="KIND", help="The server to run.")],
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port on 127.0.0.1.")],
+    certs: Annotated[
+        Path, typer.Option("--certs", metavar="DIR", help="Holds tls.crt and tls.key.")
+    ],
+    nodes: Annotated[
+        int, typer.Option("--nodes", metavar="N", help="Nodes in podium's view.")
+    ] = 500,
+    core: Annotated[
+        int | None, typer.Option("--core", metavar="CORE", help="Pin the process to this core.")
+    ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option("--profile", metavar="FILE", help="Write a pyinstrument profile here."),
+    ] = None,
+) -> None:
+    """Serve AdmissionReviews over TLS until SIGTERM (started by the throughput study)."""
+    _pin(core)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
-    if args.kind == "podium":
-        serve_uvicorn(podium_app(args.nodes), args.port, args.certs, args.profile)
-    elif args.kind.startswith("podium-"):
-        app = staged_app(args.nodes, args.kind.removeprefix("podium-"))
-        serve_uvicorn(app, args.port, args.certs, args.profile)
-    elif args.kind == "limit":
-        serve_uvicorn(limit_app(), args.port, args.certs, args.profile)
+    if kind == "podium":
+        serve_uvicorn(podium_app(nodes), port, certs, profile)
+    elif kind.startswith("podium-"):
+        serve_uvicorn(staged_app(nodes, kind.removeprefix("podium-")), port, certs, profile)
+    elif kind == "limit":
+        serve_uvicorn(limit_app(), port, certs, profile)
     else:
-        serve_kopf(args.port, args.certs)
-    print(f"{args.kind} stopped at {datetime.now(UTC).isoformat()}", file=sys.stderr)
+        serve_kopf(port, certs)
+    print(f"{kind} stopped at {datetime.now(UTC).isoformat()}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    cli(prog_name="python -m bench.throughput.servers")

@@ -1,17 +1,14 @@
-"""One benchmark run: podium serve vs the bare-ASGI limit vs kopf under load, and the cluster view
-against cluster size. Writes ``results.json``, ``results.md`` and PNG plots to ``--out``.
-
-    python -m bench                 # the whole run (~4 minutes on 2 cores)
-    python -m bench --quick         # shorter phases, smaller views: a smoke run
-    python -m bench --profile       # also profile podium's server (pyinstrument) under load
+"""One throughput run: podium serve vs the bare-ASGI limit vs kopf under load, and the cluster
+view against cluster size. Writes ``results.json``, ``results.md`` (and its tables into the
+README beside it) and PNG plots to ``--out``. ``python -m bench throughput`` (``bench.cli``) calls
+`run` and `report_only`.
 
 Each server runs in its own process pinned to core 0; ``wrk`` (Debian package ``wrk``) runs on
-core 1 with ``bench/load.lua``, one thread, keep-alive TLS connections to 127.0.0.1.
+core 1 with ``load.lua`` (beside this file), one thread, keep-alive TLS connections to 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import functools
@@ -28,11 +25,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import report, scale, servers, workload
+from bench.report import machine
+from bench.throughput import report, scale, servers, workload
 from webhook.ops import certs
 
-ROOT = Path(__file__).resolve().parent.parent
-LUA = ROOT / "bench" / "load.lua"
+ROOT = Path(__file__).resolve().parents[2]
+LUA = Path(__file__).with_name("load.lua")
+RESULTS = "results.json"
+TABLES = "results.md"
+README = "README.md"
 SERVER_CORE, LOAD_CORE = 0, 1
 CONCURRENCY = report.CONCURRENCY
 BURST = 1000
@@ -108,7 +109,7 @@ def serving(
     command = [
         sys.executable,
         "-m",
-        "bench.servers",
+        "bench.throughput.servers",
         kind,
         "--port",
         str(port),
@@ -307,60 +308,63 @@ def scale_phases(sizes: tuple[int, ...], runs: int) -> list[dict[str, Any]]:
     return scale.measure_all(sizes, runs=runs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
-    parser.add_argument("--quick", action="store_true", help="short phases, small views")
-    parser.add_argument("--profile", action="store_true", help="profile podium under load")
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of each load phase")
-    parser.add_argument("--server-nodes", type=int, default=1000, help="nodes in podium's view")
-    args = parser.parse_args(argv)
+def run(*, out: Path, quick: bool, profile: bool, seconds: float, server_nodes: int) -> int:
+    """The load phases, the breakdown and the scale phases (shorter and smaller when ``quick``),
+    then the report; 2 when ``wrk`` is missing."""
     if shutil.which("wrk") is None:
         print("wrk is needed: apt-get install -y wrk", file=sys.stderr)
         return 2
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {SERVER_CORE})  # the scale phases share the server's core
-    seconds = 1.0 if args.quick else args.seconds
-    sizes = (10, 100) if args.quick else (10, 500, 5000)
+    seconds = 1.0 if quick else seconds
+    nodes = 100 if quick else server_nodes
+    sizes = (10, 100) if quick else (10, 500, 5000)
     started = time.monotonic()
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="podium-bench-") as tmp:
         work = Path(tmp)
         write_certs(work)
-        profile = args.out / "profile-server.txt" if args.profile else None
         load = load_phases(
             work,
-            nodes=100 if args.quick else args.server_nodes,
+            nodes=nodes,
             seconds=seconds,
-            rounds=1 if args.quick else 2,
-            profile=profile,
+            rounds=1 if quick else 2,
+            profile=out / "profile-server.txt" if profile else None,
         )
         stages = breakdown(
             work,
-            nodes=100 if args.quick else args.server_nodes,
+            nodes=nodes,
             seconds=seconds,
-            rounds=1 if args.quick else 3,
+            rounds=1 if quick else 3,
         )
-    sized = scale_phases(sizes, runs=100 if args.quick else 400)
+    sized = scale_phases(sizes, runs=100 if quick else 400)
     results = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "machine": machine(),
         "seconds_per_phase": seconds,
-        "server_nodes": 100 if args.quick else args.server_nodes,
+        "server_nodes": nodes,
         "load": load,
         "breakdown": stages,
         "scale": sized,
         "wall_s": time.monotonic() - started,
     }
-    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    tables = report.markdown(results)
-    (args.out / "results.md").write_text(tables)
-    readme = args.out / "README.md"
-    if readme.exists():
-        readme.write_text(report.embed(readme.read_text(), tables))
-    report.plots(results, args.out)
-    print(tables)
+    (out / RESULTS).write_text(json.dumps(results, indent=2) + "\n")
+    print(write_report(out, results))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def write_report(out: Path, results: dict[str, Any]) -> str:
+    """``results.md``, its tables into the README beside it (when there is one) and the plots;
+    the tables."""
+    tables = report.markdown(results)
+    (out / TABLES).write_text(tables)
+    readme = out / README
+    if readme.exists():
+        readme.write_text(report.MARKERS.embed(readme.read_text(), tables))
+    report.plots(results, out)
+    return tables
+
+
+def report_only(out: Path) -> int:
+    """Run nothing: rewrite the tables and plots from ``results.json`` in ``out``."""
+    print(write_report(out, json.loads((out / RESULTS).read_text())))
+    return 0

@@ -1,5 +1,5 @@
 -- wrk script for podium's benchmarks: POSTs AdmissionReview bodies and prints one JSON line.
---   wrk ... -s bench/load.lua URL -- BODIES MODE [PREFIX] [LIMIT]
+--   wrk ... -s bench/throughput/load.lua URL -- BODIES MODE [PREFIX] [LIMIT]
 -- BODIES: a file with one compact JSON body per line.
 -- MODE "cycle": send the bodies in turn.
 -- MODE "fresh": every request a new job: "@JOB@" in the (first) body is replaced by

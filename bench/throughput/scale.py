@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bench import workload
+from bench.throughput import workload
 from webhook.core import engine, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView

@@ -1,0 +1,196 @@
+"""``python -m bench``: podium's two studies, one command each, in the style of ``podium``'s CLI.
+
+    python -m bench                               # = python -m bench throughput
+    python -m bench throughput [--quick] [--profile] [--report-only] …
+    python -m bench placement [--arms …] [--seeds …] [--report-only] …
+
+``throughput`` is the default command: ``python -m bench`` and ``python -m bench --quick`` run it,
+as they did before the placement study joined. Each command writes its results, tables and plots
+into ``--out`` (docs/benchmarks by default); ``--report-only`` runs nothing and rewrites the tables
+and plots from the results already there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from bench.placement import arms, runner, study, trace
+from bench.throughput import study as throughput_study
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
+DEFAULT_COMMAND = "throughput"
+
+
+class _ThroughputByDefault(TyperGroup):
+    """A group whose arguments, when they name no command (none, or options only), go to
+    `DEFAULT_COMMAND`; ``-h``/``--help`` alone still shows the group's help."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0].startswith("-") and args[0] not in ctx.help_option_names):
+            args = [DEFAULT_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    name="bench",
+    cls=_ThroughputByDefault,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="podium's benchmarks: the throughput study and the placement study. Without a command, "
+    "or with options only (python -m bench --quick), runs throughput. See "
+    "docs/benchmarks/README.md and docs/benchmarks/placement.md.",
+)
+
+OutOption = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Where the results, tables and plots are read and written.",
+        show_default="docs/benchmarks",
+    ),
+]
+QuickOption = Annotated[bool, typer.Option("--quick", help="A short smoke run.")]
+ReportOnlyOption = Annotated[
+    bool,
+    typer.Option(
+        "--report-only", help="Run nothing: rewrite the tables and plots from the results in --out."
+    ),
+]
+
+
+@app.command(short_help="podium's server against the limit and kopf; the view at scale.")
+def throughput(
+    out: OutOption = DOCS,
+    quick: QuickOption = False,
+    profile: Annotated[
+        bool, typer.Option("--profile", help="Also profile podium under load (pyinstrument).")
+    ] = False,
+    seconds: Annotated[
+        float, typer.Option("--seconds", metavar="S", help="Length of each load phase.")
+    ] = 3.0,
+    server_nodes: Annotated[
+        int, typer.Option("--server-nodes", metavar="N", help="Nodes in podium's view.")
+    ] = 1000,
+    report_only: ReportOnlyOption = False,
+) -> None:
+    """podium serve against the bare-ASGI limit and kopf under wrk, and the cluster view against
+    cluster size (~4 minutes on 2 cores; --quick: shorter phases, smaller views).
+
+    Writes results.json, results.md (and its tables into the README in --out) and load.png,
+    scale.png. Needs wrk (Debian package wrk) and the bench extra (kopf, matplotlib,
+    pyinstrument).
+    """
+    if report_only:
+        raise typer.Exit(throughput_study.report_only(out))
+    raise typer.Exit(
+        throughput_study.run(
+            out=out, quick=quick, profile=profile, seconds=seconds, server_nodes=server_nodes
+        )
+    )
+
+
+def _arms(value: str) -> list[str]:
+    names = [name for name in value.split(",") if name]
+    if unknown := [name for name in names if name not in arms.ARMS]:
+        raise typer.BadParameter(
+            f"unknown arms {unknown}; known: {list(arms.ARMS)}", param_hint="--arms"
+        )
+    return names
+
+
+def _seeds(value: str) -> list[int]:
+    try:
+        return [int(seed) for seed in value.split(",") if seed]
+    except ValueError as err:
+        raise typer.BadParameter(
+            f"{value!r} is not a comma-separated list of integers", param_hint="--seeds"
+        ) from err
+
+
+@app.command(short_help="Each way of placing a job's pods, on a real scheduler.")
+def placement(
+    arm_names: Annotated[
+        str,
+        typer.Option(
+            "--arms", metavar="ARM,…", help=f"Comma-separated, of {', '.join(arms.ARMS)}."
+        ),
+    ] = ",".join(arms.DEFAULT_ARMS),
+    seeds: Annotated[
+        str, typer.Option("--seeds", metavar="SEED,…", help="Comma-separated trace seeds.")
+    ] = "1,2",
+    jobs: Annotated[
+        int, typer.Option("--jobs", metavar="N", help="Jobs in each seed's trace.")
+    ] = trace.TraceSpec.jobs,
+    interarrival: Annotated[
+        float,
+        typer.Option("--interarrival", metavar="S", help="Mean real seconds between submissions."),
+    ] = trace.TraceSpec.mean_interarrival_s,
+    drain: Annotated[
+        float,
+        typer.Option(
+            "--drain",
+            metavar="S",
+            help="Real seconds after the last submission before the run is cut.",
+        ),
+    ] = runner.DRAIN_S,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            metavar="MIN",
+            help="Simulated minutes before a partial or split gang fails and is retried "
+            "(0: never).",
+        ),
+    ] = runner.TIMEOUT_SIM_MINUTES,
+    out: OutOption = DOCS,
+    work: Annotated[
+        Path | None,
+        typer.Option("--work", metavar="DIR", help="Keep the clusters' files here."),
+    ] = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick", help="30 jobs, seed 1, short drain: a smoke run (use another --out)."
+        ),
+    ] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Drop earlier runs in --out instead of merging.")
+    ] = False,
+    report_only: ReportOnlyOption = False,
+) -> None:
+    """What each way of placing a training job's pods does to a real scheduler under a seeded job
+    trace (the default: 4 arms × seeds 1 and 2, ~25 minutes on 2 cores).
+
+    Each (arm, seed) runs on a fresh local control plane. Runs of other (arm, seed) pairs already
+    in --out are kept when the trace is the same, so an arm can be added or re-run alone. Writes
+    placement.json, placement-runs.json.gz, the tables into placement.md and placement-ARM.png;
+    --report-only recomputes the metrics from the raw runs first.
+    """
+    if report_only:
+        raise typer.Exit(study.report_only(out))
+    names = _arms(arm_names)
+    raise typer.Exit(
+        study.run(
+            names,
+            _seeds(seeds),
+            spec=trace.TraceSpec(jobs=jobs, mean_interarrival_s=interarrival),
+            drain_s=drain,
+            timeout_min=timeout,
+            out=out,
+            work=work,
+            quick=quick,
+            fresh=fresh,
+        )
+    )
+
+
+def main() -> None:
+    app(prog_name="python -m bench")
