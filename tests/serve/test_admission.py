@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import labels, reviews
+from webhook.core import adapters, labels, reviews
 from webhook.core.objects import key_of
 from webhook.core.settings import PolicyMode, Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -34,7 +34,7 @@ def make(
     settings: Settings | None = None,
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView]:
     settings = settings or Settings()
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     sink = audit.MemorySink()
     return (
         admission.Admitter(
@@ -192,7 +192,7 @@ async def test_before_the_cache_has_synced_the_reason_says_so(now: datetime) -> 
     """An empty view would answer namespace-not-enabled for every pod: say what it is instead."""
     pj = pytorchjob()
     admitter = admission.Admitter(
-        view=lambda: ClusterView(zone_label=labels.ZONE_LABEL),
+        view=lambda: ClusterView(zone_label=labels.ZONE_LABEL, kept=adapters.KEPT),
         api=twins.InMemoryApi(),
         settings=Settings(),
         sink=(sink := audit.MemorySink()),
@@ -227,7 +227,9 @@ async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> 
 
     pj = pytorchjob()
     settings = Settings()
-    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     admitter = admission.Admitter(
         view=lambda: view, api=twins.InMemoryApi(), settings=settings, sink=Broken()
     )

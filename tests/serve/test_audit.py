@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import engine, reviews
+from webhook.core import adapters, engine, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.serve import audit
@@ -24,7 +24,9 @@ def record_for(
     pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime
 ) -> audit.AuditRecord:
     request = reviews.from_document(reviews.review_for_pod(pod, uid="r-1"))
-    view = ClusterView.from_objects(objects, zone_label="topology.kubernetes.io/zone")
+    view = ClusterView.from_objects(
+        objects, zone_label="topology.kubernetes.io/zone", kept=adapters.KEPT
+    )
     decision = engine.decide(request, view, Settings(), now=now)
     return audit.build(
         request=request,

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.settings import NoFit, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols, twins
@@ -76,7 +76,7 @@ def admitter_for(
     settings: Settings | None = None,
 ) -> admission.Admitter:
     settings = settings or Settings()
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     return admission.Admitter(
         view=lambda: view,
         api=api,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from webhook.core import policies
+from webhook.core import adapters, policies
 from webhook.core.settings import OldCilium, PolicyMode, Settings
 from webhook.core.view import ClusterView
 from webhook.serve import audit, guard
@@ -36,7 +36,7 @@ def crd(*, default_deny: bool) -> dict[str, Any]:
 def make(
     settings: Settings = DEFAULTS, ready: bool = True
 ) -> tuple[guard.CiliumGuard, ClusterView, audit.MemorySink]:
-    view = ClusterView(zone_label="z")
+    view = ClusterView(zone_label="z", kept=adapters.KEPT)
     sink = audit.MemorySink()
     keeper = guard.CiliumGuard(
         view=lambda: view, ready=lambda: ready, settings=settings, sink=sink, clock=lambda: NOW

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.builders import JobBuilder, PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -35,7 +35,7 @@ def setup(
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView, twins.InMemoryApi]:
     """An admitter whose view holds ``in_view`` while the apiserver also has ``in_api``."""
     settings = settings or Settings()
-    view = ClusterView.from_objects(in_view, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(in_view, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = api or twins.InMemoryApi()
     for obj in [*in_view, *in_api]:
         api.put(obj)
@@ -214,7 +214,9 @@ def test_any_owner_references_never_break_the_reader(refs: Any) -> None:
     """Owner references come from the request: whatever their shape, the reader reads at most
     what it may and raises nothing but ``ApiError``."""
     pj = pytorchjob()
-    view = ClusterView.from_objects(base_cluster(), zone_label=Settings().zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(), zone_label=Settings().zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi()
     api.put(pj)
     reader = owners.OwnerReader(WatchCache(view, twins.InMemoryLister()), api)

@@ -45,7 +45,9 @@ class World:
 
     def view(self, *, job: bool = True, pods: bool = True) -> ClusterView:
         objects = base_cluster(*([self.job] if job else []), *(self.pods if pods else []))
-        return ClusterView.from_objects(objects, zone_label=self.settings.zone_label)
+        return ClusterView.from_objects(
+            objects, zone_label=self.settings.zone_label, kept=adapters.KEPT
+        )
 
     def plan(
         self,
@@ -90,7 +92,9 @@ def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> Worl
         for rtype in ("master", "worker")
     ]
     settings = Settings(policy_mode=mode)
-    view = ClusterView.from_objects(base_cluster(pj, *pods), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj, *pods), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     gang = adapters.recognise(pods[0], NS, view)
     assert gang is not None
     record = policies.build_record(
@@ -392,7 +396,7 @@ def test_disowned_label(world: World, case: str, why: str | None) -> None:
     if case == "another job's pod":
         pod["metadata"]["labels"][labels.JOB] = world.gang.key
     objects = [world.job, other] if case != "own pod, job being deleted" else [other]
-    view = ClusterView.from_objects(base_cluster(*objects, pod), zone_label="x")
+    view = ClusterView.from_objects(base_cluster(*objects, pod), zone_label="x", kept=adapters.KEPT)
     found = engine.disowned_label(pod, NS, view)
     assert (found is None) if why is None else (found is not None and found.startswith(why))
 
@@ -640,7 +644,7 @@ async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Li
     pod = spoof(live.world)
     live.api.put(pod)
     live.view["now"] = ClusterView.from_objects(
-        base_cluster(live.world.job, *live.world.pods, pod), zone_label="x"
+        base_cluster(live.world.job, *live.world.pods, pod), zone_label="x", kept=adapters.KEPT
     )
     seen: list[audit.AuditRecord] = []
     live.rec.observe = seen.append
@@ -808,7 +812,9 @@ def test_on_an_old_cilium_the_reconciler_writes_no_policy(world: World) -> None:
     }
     old = before_zone_labels(world, "c-1", "c-2")
     view = ClusterView.from_objects(
-        base_cluster(world.job, *old.pods, crd), zone_label=world.settings.zone_label
+        base_cluster(world.job, *old.pods, crd),
+        zone_label=world.settings.zone_label,
+        kept=adapters.KEPT,
     )
     owned = Owned(decisions=[world.record], policies=[])
     plan = reconciler.plan(view, world.settings, owned=owned, now=NOW, tuning=TUNING)

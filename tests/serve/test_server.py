@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache, errors, twins
@@ -57,7 +57,9 @@ class World:
 def make_world(*, ready: bool = True, objects: list[dict[str, Any]] | None = None) -> World:
     settings = Settings()
     pj = pytorchjob()
-    view = ClusterView.from_objects(objects or base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        objects or base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi()
     sink = audit.MemorySink()
     metrics = Metrics()
@@ -373,7 +375,7 @@ async def test_the_lifespan_runs_the_watch_cache() -> None:
     settings = Settings()
     pj = pytorchjob()
     lister = twins.InMemoryLister(base_cluster(pj))
-    view = ClusterView(zone_label=settings.zone_label)
+    view = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
     watch_cache = cache.WatchCache(view, lister, backoff_initial=0.01)
     metrics = Metrics()
     admitter = admission.Admitter(

@@ -195,7 +195,7 @@ def diagnose(
     cluster's objects: Namespaces, Nodes, Pods, job objects, podium's objects and the Cilium and
     Kubernetes network policies. ``progress(n)`` is told every pod it has looked at."""
     everything = list(objects)
-    view = ClusterView.from_objects(everything, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(everything, zone_label=settings.zone_label, kept=adapters.KEPT)
     crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
     config = view.get("v1", "ConfigMap", *CILIUM_CONFIG)
     keep = policyjudge.LabelFilter(

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.core import resources, reviews
+from webhook.core import adapters, resources, reviews
 from webhook.core.objects import Obj, key_of
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -125,7 +125,7 @@ async def review(
 ) -> Result:
     """Decide one review against ``objects`` exactly as ``podium serve`` would."""
     objects = list(objects)
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = twins.InMemoryApi()
     for obj in objects:
         api.objects[key_of(obj)] = obj

@@ -37,7 +37,7 @@ import uvicorn
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
-from webhook.core import labels, reviews
+from webhook.core import adapters, labels, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
@@ -392,7 +392,7 @@ def run(
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
         settings = dataclasses.replace(settings, own_user=user)
-    snapshot = ClusterView(zone_label=settings.zone_label)
+    snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
     watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
     sinks: list[audit.Sink] = [audit.StreamSink()]
     if audit_file is not None:

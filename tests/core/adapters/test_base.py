@@ -64,4 +64,4 @@ def test_the_merged_declarations_keep_each_kind_once_in_the_adapters_order() -> 
     assert ("batch/v1", "Job") in kinds  # declared by both mpi-operator and JobSet
     every = {k for a in adapters.ADAPTERS for k in a.reads.kinds}
     assert set(adapters.KINDS) == every
-    assert set(base.WORLD_SIZE_ENV) <= adapters.POD_ENV
+    assert set(base.WORLD_SIZE_ENV) <= adapters.KEPT.env
