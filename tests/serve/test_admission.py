@@ -15,6 +15,7 @@ import pytest
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, reviews
+from webhook.core.audit import AuditRecord
 from webhook.core.objects import key_of
 from webhook.core.settings import PolicyMode, Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -222,7 +223,7 @@ async def test_malformed_review_is_a_400(now: datetime) -> None:
 
 async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> None:
     class Broken:
-        def write(self, record: audit.AuditRecord) -> None:
+        def write(self, record: AuditRecord) -> None:
             raise OSError("disk full")
 
     pj = pytorchjob()
@@ -306,7 +307,7 @@ async def test_fail_open_survives_a_broken_audit_builder(
     def broken_build(**_: Any) -> Any:
         raise ValueError("bad record")
 
-    monkeypatch.setattr("webhook.serve.audit.build", broken_build)
+    monkeypatch.setattr("webhook.core.audit.build", broken_build)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), uid="u-7")))
     assert resp["uid"] == "u-7" and resp["allowed"] is True and "patch" not in resp
     assert sink.records == []

@@ -14,11 +14,12 @@ import orjson
 import pytest
 
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, reviews
+from webhook.core import adapters, audit, reviews
 from webhook.core.settings import NoFit, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols, twins
-from webhook.serve import admission, audit, events, server
+from webhook.serve import admission, events, server
+from webhook.serve.audit import MemorySink
 from webhook.serve.metrics import Metrics
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -81,7 +82,7 @@ def admitter_for(
         view=lambda: view,
         api=api,
         settings=settings,
-        sink=audit.MemorySink(),
+        sink=MemorySink(),
         clock=lambda: now,
         observe=recorder.observe,
     )

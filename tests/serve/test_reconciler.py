@@ -14,12 +14,13 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, engine, labels, policies
+from webhook.core import adapters, audit, engine, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
-from webhook.serve import audit, reconciler
+from webhook.serve import reconciler
+from webhook.serve.audit import MemorySink
 from webhook.serve.reconciler import ORPHAN_SINCE, Action, Owned, Tuning
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -448,7 +449,7 @@ def test_only_podium_itself_may_remove_the_label(world: World) -> None:
 class Live:
     world: World
     api: twins.InMemoryObjects
-    sink: audit.MemorySink
+    sink: MemorySink
     rec: reconciler.Reconciler
     clock: list[datetime]
     view: dict[str, ClusterView]
@@ -461,7 +462,7 @@ def live(world: World) -> Live:
     api.put(world.job)
     api.put(world.record)
     api.put(world.policy)
-    sink = audit.MemorySink()
+    sink = MemorySink()
     clock = [NOW]
     view = {"now": world.view()}
     leading = [True]
@@ -599,7 +600,7 @@ async def test_a_missing_policy_crd_is_reported_not_raised(world: World) -> None
         ready=lambda: True,
         api=api,
         settings=world.settings,
-        sink=audit.MemorySink(),
+        sink=MemorySink(),
         clock=lambda: NOW,
     )
     (record,) = await rec.run_once()

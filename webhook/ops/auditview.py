@@ -36,8 +36,8 @@ from typing import IO, Any
 import orjson
 from rich.table import Table
 
+from webhook.core.audit import MARKER, AuditRecord
 from webhook.ops import output
-from webhook.serve.audit import MARKER, AuditRecord
 
 
 class Outcome(enum.StrEnum):

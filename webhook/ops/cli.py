@@ -19,10 +19,10 @@ import typer
 import yaml
 from rich.console import Console
 
+from webhook.core.audit import AuditRecord
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, offline, output
-from webhook.serve.audit import AuditRecord
 
 T = TypeVar("T")
 

@@ -18,12 +18,13 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.core import adapters, resources, reviews
+from webhook.core import adapters, audit, resources, reviews
 from webhook.core.objects import Obj, key_of
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import twins
-from webhook.serve import admission, audit
+from webhook.serve import admission
+from webhook.serve.audit import MemorySink
 
 
 class InputError(ValueError):
@@ -129,7 +130,7 @@ async def review(
     api = twins.InMemoryApi()
     for obj in objects:
         api.objects[key_of(obj)] = obj
-    sink = audit.MemorySink()
+    sink = MemorySink()
     admitter = admission.Admitter(view=lambda: view, api=api, settings=settings, sink=sink)
     answer = await admitter.admit(orjson.dumps(review_doc))
     if answer.status != 200:

@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.core import engine, reviews
+from webhook.core import audit, engine, reviews
 from webhook.core.objects import Obj
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols
-from webhook.serve import audit, effects
+from webhook.serve import effects
+from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.admission")
 
@@ -52,7 +53,7 @@ class Admitter:
         view: Callable[[], ClusterView],
         api: protocols.Api | None,
         settings: Settings,
-        sink: audit.Sink,
+        sink: Sink,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         observe: Callable[[audit.AuditRecord], None] | None = None,
         scheduler: Callable[[], bool] = lambda: False,

@@ -48,8 +48,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import labels, policies
+from webhook.core.audit import AuditRecord
 from webhook.kube import errors
-from webhook.serve.audit import AuditRecord
 
 log = logging.getLogger("podium.events")
 

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal
 
-from webhook.core import policies
+from webhook.core import audit, policies
 from webhook.core.settings import OldCilium, PolicyMode, Settings
 from webhook.core.view import ClusterView
-from webhook.serve import audit
+from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.guard")
 
@@ -46,7 +46,7 @@ class CiliumGuard:
         view: Callable[[], ClusterView],
         ready: Callable[[], bool],
         settings: Settings,
-        sink: audit.Sink,
+        sink: Sink,
         interval: float = 5.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:

@@ -20,7 +20,7 @@ from prometheus_client import (
 )
 
 from webhook.core import policies
-from webhook.serve.audit import AuditRecord
+from webhook.core.audit import AuditRecord
 
 #: An admission takes well under a millisecond from memory and up to the API budget (2 s by
 #: default) when it creates a gang's objects; the buckets cover both ends.

@@ -47,14 +47,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, engine, labels, podgroups, policies, records
+from webhook.core import adapters, audit, engine, labels, podgroups, policies, records
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import errors, protocols
-from webhook.serve import audit
+from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.reconciler")
 
@@ -455,7 +455,7 @@ class Reconciler:
         ready: Callable[[], bool],
         api: protocols.Objects,
         settings: Settings,
-        sink: audit.Sink,
+        sink: Sink,
         tuning: Tuning = Tuning(),
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),

@@ -37,11 +37,12 @@ import uvicorn
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
-from webhook.core import adapters, labels, reviews
+from webhook.core import adapters, audit, labels, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
-from webhook.serve import admission, audit, discovery, events, guard, owners, reconciler, tls
+from webhook.serve import admission, discovery, events, guard, owners, reconciler, tls
+from webhook.serve.audit import BackgroundSink, FanOut, FileSink, Sink, StreamSink
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("podium.server")
@@ -394,11 +395,11 @@ def run(
         settings = dataclasses.replace(settings, own_user=user)
     snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
     watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
-    sinks: list[audit.Sink] = [audit.StreamSink()]
+    sinks: list[Sink] = [StreamSink()]
     if audit_file is not None:
-        sinks.append(audit.FileSink(audit_file))
+        sinks.append(FileSink(audit_file))
     meter = Metrics()
-    trail = audit.BackgroundSink(audit.FanOut(sinks), on_drop=meter.audit_dropped.inc)
+    trail = BackgroundSink(FanOut(sinks), on_drop=meter.audit_dropped.inc)
     recorder = events.EventRecorder(
         client.KubeObjects(api_client, timeout=events.POST_TIMEOUT).create,
         instance=os.environ.get("POD_NAME") or socket.gethostname(),
