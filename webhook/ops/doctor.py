@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.table import Table
 
 from webhook.core import adapters, engine, labels, policies
+from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import cache, errors
 from webhook.ops import policyjudge
-from webhook.serve import reconciler
 
 if TYPE_CHECKING:
     from webhook.kube import protocols
@@ -239,7 +239,7 @@ def diagnose(
         for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
     ]
     for (ns, key), found in sorted(copied.items()):  # gangs none of whose own pods are left
-        owner = reconciler.job_of_gang(key, view)
+        owner = base.job_of_gang(key, view)
         name = f"{owner['kind']}/{owner['name']}" if owner else f"gang {key}"
         names = tuple(sorted(_name(p) for p, _ in found))
         detail = "; ".join(f"{_name(p)}: {why}" for p, why in found)

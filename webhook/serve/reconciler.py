@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from webhook.core import adapters, audit, engine, labels, podgroups, policies, records
+from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
@@ -161,21 +162,6 @@ def plan(
     return actions + plan_labels(view, settings)
 
 
-def job_of_gang(gang: str, view: ClusterView) -> Mapping[str, Any]:
-    """The ownerReference of the job a gang key names, if the view holds it."""
-    for uid in (gang, gang.rsplit("-g", 1)[0]):
-        job = view.by_uid(uid)
-        if job is not None:
-            meta = _meta(job)
-            return {
-                "apiVersion": job.get("apiVersion"),
-                "kind": job.get("kind"),
-                "name": meta.get("name"),
-                "uid": meta.get("uid"),
-            }
-    return {}
-
-
 def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
     """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
     controller chain disowns (``engine.disowned_label``)."""
@@ -196,7 +182,7 @@ def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
                     gang=gang,
                     manifest={**pod, "apiVersion": "v1", "kind": "Pod"},
                     patch={"metadata": {"uid": meta.get("uid"), "labels": {labels.JOB: None}}},
-                    owner=job_of_gang(gang, view),
+                    owner=base.job_of_gang(gang, view),
                 )
             )
     return actions
