@@ -314,7 +314,7 @@ def build_context(destination: Path) -> list[str]:
         ("certs/ca-key.pem", False),
         (".git/config", False),
         (".venv/bin/python", False),
-        ("tests/ops/test_certs.py", False),
+        ("tests/ops/certs/test_rotation.py", False),
         ("Dockerfile", False),
     ],
 )
