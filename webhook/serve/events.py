@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -104,26 +105,75 @@ def _micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
-    """The events one audit record calls for (pure; see the module's table)."""
-    if record.get("dryRun"):
-        return []
-    if record.get("outcome") == "reconcile":
-        return _reconcile_events(record, instance=instance, now=now)
-    job = record.get("job")
-    namespace = str(record.get("namespace") or "")
-    if not isinstance(job, Mapping) or not namespace or not job.get("name"):
-        return []
-    kind, name = str(job.get("kind") or ""), str(job["name"])
-    base = labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or ""))
-    regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
-    if job.get("apiVersion"):  # every admission's record names it
-        regarding["apiVersion"] = str(job["apiVersion"])
-    if job.get("uid"):
-        regarding["uid"] = str(job["uid"])
-    display = f"{kind}/{name}"
+def _event(
+    *,
+    name: str,
+    namespace: str,
+    instance: str,
+    now: datetime,
+    action: str,
+    reason: str,
+    note: str,
+    warning: bool,
+    regarding: Mapping[str, str],
+    related: Mapping[str, str] | None = None,
+) -> Event:
+    """One ``events.k8s.io/v1`` Event, within the apiserver's limits."""
+    doc: Event = {
+        "apiVersion": API_VERSION,
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "eventTime": _micro_time(now),
+        "reportingController": CONTROLLER,
+        "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
+        "action": action,
+        "reason": reason,
+        "type": "Warning" if warning else "Normal",
+        "note": _note(note),
+        "regarding": dict(regarding),
+    }
+    if related:
+        doc["related"] = dict(related)
+    return doc
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _JobEvents:
+    """Makes the events about one admission's job: named after the job, regarding it."""
+
+    namespace: str
+    #: The stem of every event name (``labels.object_name`` of the job and its gang).
+    stem: str
+    regarding: Mapping[str, str]
+    #: ``Kind/name``, as notes name the job.
+    display: str
+    instance: str
+    now: datetime
+
+    @classmethod
+    def of(cls, record: AuditRecord, *, instance: str, now: datetime) -> _JobEvents | None:
+        """None when the record names no job (or no namespace) to report on."""
+        job = record.get("job")
+        namespace = str(record.get("namespace") or "")
+        if not isinstance(job, Mapping) or not namespace or not job.get("name"):
+            return None
+        kind, name = str(job.get("kind") or ""), str(job["name"])
+        regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
+        if job.get("apiVersion"):  # every admission's record names it
+            regarding["apiVersion"] = str(job["apiVersion"])
+        if job.get("uid"):
+            regarding["uid"] = str(job["uid"])
+        return cls(
+            namespace=namespace,
+            stem=labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or "")),
+            regarding=regarding,
+            display=f"{kind}/{name}",
+            instance=instance,
+            now=now,
+        )
 
     def event(
+        self,
         suffix: str,
         reason: str,
         note: str,
@@ -132,104 +182,115 @@ def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
         action: str,
         related: Mapping[str, str] | None = None,
     ) -> Event:
-        doc: Event = {
-            "apiVersion": API_VERSION,
-            "kind": "Event",
-            "metadata": {"name": _event_name(base, suffix), "namespace": namespace},
-            "eventTime": _micro_time(now),
-            "reportingController": CONTROLLER,
-            "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
-            "action": action,
-            "reason": reason,
-            "type": "Warning" if warning else "Normal",
-            "note": _note(note),
-            "regarding": dict(regarding),
-        }
-        if related:
-            doc["related"] = {**related, "namespace": namespace}
-        return doc
+        return _event(
+            name=_event_name(self.stem, suffix),
+            namespace=self.namespace,
+            instance=self.instance,
+            now=self.now,
+            action=action,
+            reason=reason,
+            note=note,
+            warning=warning,
+            regarding=self.regarding,
+            related={**related, "namespace": self.namespace} if related else None,
+        )
 
-    out: list[Event] = []
+
+def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
+    """The events one audit record calls for (pure; see the module's table)."""
+    if record.get("dryRun"):
+        return []
+    if record.get("outcome") == "reconcile":
+        return _reconcile_events(record, instance=instance, now=now)
+    events = _JobEvents.of(record, instance=instance, now=now)
+    if events is None:
+        return []
+    if record.get("outcome") == "fail-open":
+        return [_fail_open_event(record, events)]
+    out = []
+    for effect in record.get("effects") or ():
+        if isinstance(effect, Mapping):
+            event = _effect_event(record, effect, events)
+            if event is not None:
+                out.append(event)
+    return out
+
+
+def _fail_open_event(record: AuditRecord, events: _JobEvents) -> Event:
+    minute = events.now.astimezone(UTC).strftime("%Y%m%d%H%M")
+    error = str(record.get("error") or record.get("detail") or "unknown")
+    pod = str(record.get("pod") or "a pod")
+    return events.event(
+        f"fail-open-{minute}",
+        FAIL_OPEN,
+        f"podium admitted {pod} of {events.display} unchanged (not pinned, no policy): {error}",
+        warning=True,
+        action="Admit",
+    )
+
+
+def _effect_event(
+    record: AuditRecord, effect: Mapping[str, Any], events: _JobEvents
+) -> Event | None:
+    """The event one object podium created or changed calls for, if any."""
+    effect_kind, outcome = str(effect.get("kind") or ""), effect.get("outcome")
+    target = {"kind": effect_kind, "name": str(effect.get("name") or "")}
+    display = events.display
+    if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
+        related = {"apiVersion": policies.RECORD_API_VERSION, **target}
+        return _placement_event(record, events, related)
+    if effect_kind in POLICY_API_VERSIONS and outcome == "created":
+        return events.event(
+            "policy-created",
+            POLICY_CREATED,
+            f"created {effect_kind} {target['name']}: all traffic between the pods of "
+            f"{display} is allowed",
+            action="CreatePolicy",
+            related={"apiVersion": POLICY_API_VERSIONS[effect_kind], **target},
+        )
+    if effect_kind in POLICY_API_VERSIONS and outcome == "skipped-crd-missing":
+        return events.event(
+            "policy-missing",
+            POLICY_MISSING,
+            f"{effect_kind} is not installed: the pods of {display} are pinned but no "
+            "allow policy exists",
+            warning=True,
+            action="CreatePolicy",
+        )
+    return None
+
+
+def _placement_event(record: AuditRecord, events: _JobEvents, related: Mapping[str, str]) -> Event:
+    """Where the job's pods go, once its decision record exists: grouped, pinned or unpinned."""
     reason, detail = str(record.get("reason") or ""), str(record.get("detail") or "")
     why = f"{reason}: {detail}" if detail else reason
-    if record.get("outcome") == "fail-open":
-        minute = now.astimezone(UTC).strftime("%Y%m%d%H%M")
-        error = str(record.get("error") or record.get("detail") or "unknown")
-        pod = str(record.get("pod") or "a pod")
-        out.append(
-            event(
-                f"fail-open-{minute}",
-                FAIL_OPEN,
-                f"podium admitted {pod} of {display} unchanged (not pinned, no policy): {error}",
-                warning=True,
-                action="Admit",
-            )
+    display, zone = events.display, record.get("zone")
+    if record.get("outcome") == "grouped":
+        return events.event(
+            "grouped",
+            GROUPED,
+            f"the pods of {display} form one PodGroup: kube-scheduler places the "
+            f"whole gang in one zone ({why})",
+            action="Group",
+            related=related,
         )
-        return out
-    for effect in record.get("effects") or ():
-        if not isinstance(effect, Mapping):
-            continue
-        effect_kind, outcome = str(effect.get("kind") or ""), effect.get("outcome")
-        target = {"kind": effect_kind, "name": str(effect.get("name") or "")}
-        if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
-            related = {"apiVersion": policies.RECORD_API_VERSION, **target}
-            zone = record.get("zone")
-            if record.get("outcome") == "grouped":
-                out.append(
-                    event(
-                        "grouped",
-                        GROUPED,
-                        f"the pods of {display} form one PodGroup: kube-scheduler places the "
-                        f"whole gang in one zone ({why})",
-                        action="Group",
-                        related=related,
-                    )
-                )
-            elif zone:
-                out.append(
-                    event(
-                        "zone-pinned",
-                        ZONE_PINNED,
-                        f"every pod of {display} is pinned to zone {zone} ({why})",
-                        warning=reason.startswith("no-fit"),
-                        action="Pin",
-                        related=related,
-                    )
-                )
-            else:
-                out.append(
-                    event(
-                        "unpinned",
-                        UNPINNED,
-                        f"the pods of {display} are left unpinned ({why})",
-                        warning=True,
-                        action="Pin",
-                        related=related,
-                    )
-                )
-        elif effect_kind in POLICY_API_VERSIONS and outcome == "created":
-            out.append(
-                event(
-                    "policy-created",
-                    POLICY_CREATED,
-                    f"created {effect_kind} {target['name']}: all traffic between the pods of "
-                    f"{display} is allowed",
-                    action="CreatePolicy",
-                    related={"apiVersion": POLICY_API_VERSIONS[effect_kind], **target},
-                )
-            )
-        elif effect_kind in POLICY_API_VERSIONS and outcome == "skipped-crd-missing":
-            out.append(
-                event(
-                    "policy-missing",
-                    POLICY_MISSING,
-                    f"{effect_kind} is not installed: the pods of {display} are pinned but no "
-                    "allow policy exists",
-                    warning=True,
-                    action="CreatePolicy",
-                )
-            )
-    return out
+    if zone:
+        return events.event(
+            "zone-pinned",
+            ZONE_PINNED,
+            f"every pod of {display} is pinned to zone {zone} ({why})",
+            warning=reason.startswith("no-fit"),
+            action="Pin",
+            related=related,
+        )
+    return events.event(
+        "unpinned",
+        UNPINNED,
+        f"the pods of {display} are left unpinned ({why})",
+        warning=True,
+        action="Pin",
+        related=related,
+    )
 
 
 def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
@@ -239,30 +300,23 @@ def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> l
         return []
     job = record.get("job") or {}
     gang = str(job.get("gang") or "")
-    event: Event = {
-        "apiVersion": API_VERSION,
-        "kind": "Event",
-        "metadata": {
-            "name": _event_name(labels.object_name("pod", pod, gang), "job-label-removed"),
-            "namespace": namespace,
-        },
-        "eventTime": _micro_time(now),
-        "reportingController": CONTROLLER,
-        "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
-        "action": "RemoveLabel",
-        "reason": JOB_LABEL_REMOVED,
-        "type": "Warning",
-        "note": _note(str(record.get("detail") or f"removed {labels.JOB} from {pod}")),
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
-    }
+    related: dict[str, str] | None = None
     if job.get("kind") and job.get("name"):
-        event["related"] = {
-            "kind": str(job["kind"]),
-            "name": str(job["name"]),
-            "namespace": namespace,
-        }
+        related = {"kind": str(job["kind"]), "name": str(job["name"]), "namespace": namespace}
         if job.get("uid"):
-            event["related"]["uid"] = str(job["uid"])
+            related["uid"] = str(job["uid"])
+    event = _event(
+        name=_event_name(labels.object_name("pod", pod, gang), "job-label-removed"),
+        namespace=namespace,
+        instance=instance,
+        now=now,
+        action="RemoveLabel",
+        reason=JOB_LABEL_REMOVED,
+        note=str(record.get("detail") or f"removed {labels.JOB} from {pod}"),
+        warning=True,
+        regarding={"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
+        related=related,
+    )
     return [event]
 
 
