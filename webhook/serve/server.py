@@ -362,6 +362,10 @@ async def who_am_i(api: protocols.Api) -> str:
     return str(user or "")
 
 
+#: A loop that runs beside the admissions until the event is set.
+Loop = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
 def run(
     *,
     host: str,
@@ -379,15 +383,13 @@ def run(
     """Serve admissions until SIGTERM/SIGINT. Raises ``client.ClientConfigError``, ``OSError``
     or ``ssl.SSLError`` when it cannot start. ``context``: the kubeconfig context to use
     instead of its current one."""
-    ssl_context: ssl.SSLContext | None = None
-    reloader: tls.CertReloader | None = None
-    if use_tls:
-        if cert_file is None or key_file is None:
-            raise ValueError("TLS needs a certificate and a key file")
-        ssl_context = tls.server_context(
-            cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
-        )
-        reloader = tls.CertReloader(ssl_context, cert_file, key_file)
+    ssl_context, reloader = _tls(
+        use_tls=use_tls,
+        cert_file=cert_file,
+        key_file=key_file,
+        tls_min_version=tls_min_version,
+        client_ca_file=client_ca_file,
+    )
     api_client = client.load_client(kubeconfig, context)
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     if not settings.own_user:
@@ -395,31 +397,15 @@ def run(
         settings = dataclasses.replace(settings, own_user=user)
     snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
     watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
-    sinks: list[Sink] = [StreamSink()]
-    if audit_file is not None:
-        sinks.append(FileSink(audit_file))
     meter = Metrics()
-    trail = BackgroundSink(FanOut(sinks), on_drop=meter.audit_dropped.inc)
-    recorder = events.EventRecorder(
-        client.KubeObjects(api_client, timeout=events.POST_TIMEOUT).create,
-        instance=os.environ.get("POD_NAME") or socket.gethostname(),
-        on_drop=lambda reason: meter.events_dropped.labels(reason=reason).inc(),
-    )
+    trail = _audit_trail(audit_file, meter)
+    recorder = _event_recorder(api_client, meter)
 
     def observe(record: audit.AuditRecord) -> None:
         meter.observe(record)
         recorder.observe(record)
 
-    background: list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = []
-    prober = client.KubeObjects(api_client)
-    support = discovery.SchedulerSupport(
-        lambda manifest: prober.create(manifest, dry_run=True),
-        namespace=settings.own_namespace,
-        zone_label=settings.zone_label,
-    )
-    if settings.zone_chooser is ZoneChooser.AUTO:  # the other modes never ask
-        asyncio.run(support.check())  # the answer is known before the first admission
-        background.append(support.run)
+    support, probing = _scheduler_support(api_client, settings)
     admission_api = client.KubeObjects(api_client, timeout=settings.time_budget_seconds)
     admitter = admission.Admitter(
         view=lambda: snapshot,
@@ -431,6 +417,97 @@ def run(
         ready=watch_cache.is_ready,
         read_owners=owners.OwnerReader(watch_cache, admission_api),
     )
+    leading = _leader_loops(
+        api_client,
+        snapshot=snapshot,
+        watch_cache=watch_cache,
+        settings=settings,
+        trail=trail,
+        recorder=recorder,
+    )
+    # The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium writes
+    # its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the view.
+    crd_guard = guard.CiliumGuard(
+        view=lambda: snapshot, ready=watch_cache.is_ready, settings=settings, sink=trail
+    )
+    meter.track_withheld(lambda: crd_guard.withholding)
+    background = (*leading, *probing, crd_guard.run)
+    app = create_app(
+        admitter=admitter,
+        ready=watch_cache.is_ready,
+        pending=watch_cache.pending,
+        metrics=meter,
+        lifespan=serving_lifespan(watch_cache, reloader, recorder, background=background),
+    )
+    _log_start(host, port, https=ssl_context is not None, settings=settings)
+    try:
+        uvicorn.Server(server_config(app, host=host, port=port, ssl_context=ssl_context)).run()
+    finally:
+        trail.close()  # the admissions have stopped: write what is still queued
+
+
+def _tls(
+    *,
+    use_tls: bool,
+    cert_file: Path | None,
+    key_file: Path | None,
+    tls_min_version: tls.TLSVersionName,
+    client_ca_file: Path | None,
+) -> tuple[ssl.SSLContext | None, tls.CertReloader | None]:
+    """The server's TLS context and what reloads its certificate; neither for plain HTTP."""
+    if not use_tls:
+        return None, None
+    if cert_file is None or key_file is None:
+        raise ValueError("TLS needs a certificate and a key file")
+    ssl_context = tls.server_context(
+        cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
+    )
+    return ssl_context, tls.CertReloader(ssl_context, cert_file, key_file)
+
+
+def _audit_trail(audit_file: Path | None, meter: Metrics) -> BackgroundSink:
+    """Audit lines to stdout (and the audit file), written by a thread, drops counted."""
+    sinks: list[Sink] = [StreamSink()]
+    if audit_file is not None:
+        sinks.append(FileSink(audit_file))
+    return BackgroundSink(FanOut(sinks), on_drop=meter.audit_dropped.inc)
+
+
+def _event_recorder(api_client: Any, meter: Metrics) -> events.EventRecorder:
+    return events.EventRecorder(
+        client.KubeObjects(api_client, timeout=events.POST_TIMEOUT).create,
+        instance=os.environ.get("POD_NAME") or socket.gethostname(),
+        on_drop=lambda reason: meter.events_dropped.labels(reason=reason).inc(),
+    )
+
+
+def _scheduler_support(
+    api_client: Any, settings: Settings
+) -> tuple[discovery.SchedulerSupport, tuple[Loop, ...]]:
+    """What the scheduler supports and the loop that keeps it current; with ``zone-chooser:
+    auto`` only, asked once now (the other modes never ask)."""
+    prober = client.KubeObjects(api_client)
+    support = discovery.SchedulerSupport(
+        lambda manifest: prober.create(manifest, dry_run=True),
+        namespace=settings.own_namespace,
+        zone_label=settings.zone_label,
+    )
+    if settings.zone_chooser is not ZoneChooser.AUTO:
+        return support, ()
+    asyncio.run(support.check())  # the answer is known before the first admission
+    return support, (support.run,)
+
+
+def _leader_loops(
+    api_client: Any,
+    *,
+    snapshot: ClusterView,
+    watch_cache: cache.WatchCache,
+    settings: Settings,
+    trail: Sink,
+    recorder: events.EventRecorder,
+) -> tuple[Loop, Loop]:
+    """Leader election, and the reconciler that acts only while this replica leads."""
     objects = client.KubeObjects(api_client)
     elector = leader.LeaderElector(
         objects, namespace=settings.own_namespace, identity=leader.default_identity()
@@ -445,34 +522,16 @@ def run(
         is_leader=lambda: elector.is_leader,
         observe=recorder.observe,
     )
-    # The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium writes
-    # its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the view.
-    crd_guard = guard.CiliumGuard(
-        view=lambda: snapshot, ready=watch_cache.is_ready, settings=settings, sink=trail
-    )
-    meter.track_withheld(lambda: crd_guard.withholding)
-    background.append(crd_guard.run)
-    app = create_app(
-        admitter=admitter,
-        ready=watch_cache.is_ready,
-        pending=watch_cache.pending,
-        metrics=meter,
-        lifespan=serving_lifespan(
-            watch_cache, reloader, recorder, background=(elector.run, keeper.run, *background)
-        ),
-    )
-    config = server_config(app, host=host, port=port, ssl_context=ssl_context)
+    return elector.run, keeper.run
+
+
+def _log_start(host: str, port: int, *, https: bool, settings: Settings) -> None:
     log.info(
         "podium serving on %s://%s:%d (own namespace %s, policy mode %s, as user %s)",
-        "https" if ssl_context else "http",
+        "https" if https else "http",
         host,
         port,
         settings.own_namespace,
         settings.policy_mode,
         settings.own_user or "?",
     )
-    try:
-        uvicorn.Server(config).run()
-    finally:
-        trail.close()  # the admissions have stopped: write what is still queued
-        api_client.close()  # type: ignore[no-untyped-call]
