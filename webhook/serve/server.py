@@ -395,55 +395,85 @@ def run(
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
         settings = dataclasses.replace(settings, own_user=user)
-    snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
-    watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
-    meter = Metrics()
-    trail = _audit_trail(audit_file, meter)
-    recorder = _event_recorder(api_client, meter)
-
-    def observe(record: audit.AuditRecord) -> None:
-        meter.observe(record)
-        recorder.observe(record)
-
+    parts = _Parts.start(api_client, settings, audit_file=audit_file)
     support, probing = _scheduler_support(api_client, settings)
-    admission_api = client.KubeObjects(api_client, timeout=settings.time_budget_seconds)
-    admitter = admission.Admitter(
-        view=lambda: snapshot,
-        api=admission_api,
-        settings=settings,
-        sink=trail,
-        observe=observe,
-        scheduler=support,
-        ready=watch_cache.is_ready,
-        read_owners=owners.OwnerReader(watch_cache, admission_api),
-    )
-    leading = _leader_loops(
-        api_client,
-        snapshot=snapshot,
-        watch_cache=watch_cache,
-        settings=settings,
-        trail=trail,
-        recorder=recorder,
-    )
-    # The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium writes
-    # its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the view.
-    crd_guard = guard.CiliumGuard(
-        view=lambda: snapshot, ready=watch_cache.is_ready, settings=settings, sink=trail
-    )
-    meter.track_withheld(lambda: crd_guard.withholding)
-    background = (*leading, *probing, crd_guard.run)
+    admitter = _admitter(parts, support)
+    crd_guard = _crd_guard(parts)
+    background = (*_leader_loops(parts), *probing, crd_guard.run)
+    watch_cache = parts.watch_cache
     app = create_app(
         admitter=admitter,
         ready=watch_cache.is_ready,
         pending=watch_cache.pending,
-        metrics=meter,
-        lifespan=serving_lifespan(watch_cache, reloader, recorder, background=background),
+        metrics=parts.meter,
+        lifespan=serving_lifespan(watch_cache, reloader, parts.recorder, background=background),
     )
     _log_start(host, port, https=ssl_context is not None, settings=settings)
     try:
         uvicorn.Server(server_config(app, host=host, port=port, ssl_context=ssl_context)).run()
     finally:
-        trail.close()  # the admissions have stopped: write what is still queued
+        parts.trail.close()  # the admissions have stopped: write what is still queued
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Parts:
+    """What the server's pieces share: the API client, the settings, the cluster view and the
+    watch cache that keeps it current, the audit trail, the metrics and the event recorder."""
+
+    api_client: Any
+    settings: Settings
+    snapshot: ClusterView
+    watch_cache: cache.WatchCache
+    trail: BackgroundSink
+    meter: Metrics
+    recorder: events.EventRecorder
+
+    @classmethod
+    def start(cls, api_client: Any, settings: Settings, *, audit_file: Path | None) -> _Parts:
+        snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
+        meter = Metrics()
+        return cls(
+            api_client=api_client,
+            settings=settings,
+            snapshot=snapshot,
+            watch_cache=cache.WatchCache(snapshot, client.KubeLister(api_client)),
+            trail=_audit_trail(audit_file, meter),
+            meter=meter,
+            recorder=_event_recorder(api_client, meter),
+        )
+
+    def view(self) -> ClusterView:
+        return self.snapshot
+
+    def observe(self, record: audit.AuditRecord) -> None:
+        """An admission's record feeds the metrics and the events."""
+        self.meter.observe(record)
+        self.recorder.observe(record)
+
+
+def _admitter(parts: _Parts, support: discovery.SchedulerSupport) -> admission.Admitter:
+    admission_api = client.KubeObjects(parts.api_client, timeout=parts.settings.time_budget_seconds)
+    return admission.Admitter(
+        view=parts.view,
+        api=admission_api,
+        settings=parts.settings,
+        sink=parts.trail,
+        observe=parts.observe,
+        scheduler=support,
+        ready=parts.watch_cache.is_ready,
+        read_owners=owners.OwnerReader(parts.watch_cache, admission_api),
+    )
+
+
+def _crd_guard(parts: _Parts) -> guard.CiliumGuard:
+    """The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium
+    writes its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the
+    view."""
+    crd_guard = guard.CiliumGuard(
+        view=parts.view, ready=parts.watch_cache.is_ready, settings=parts.settings, sink=parts.trail
+    )
+    parts.meter.track_withheld(lambda: crd_guard.withholding)
+    return crd_guard
 
 
 def _tls(
@@ -498,29 +528,22 @@ def _scheduler_support(
     return support, (support.run,)
 
 
-def _leader_loops(
-    api_client: Any,
-    *,
-    snapshot: ClusterView,
-    watch_cache: cache.WatchCache,
-    settings: Settings,
-    trail: Sink,
-    recorder: events.EventRecorder,
-) -> tuple[Loop, Loop]:
+def _leader_loops(parts: _Parts) -> tuple[Loop, Loop]:
     """Leader election, and the reconciler that acts only while this replica leads."""
-    objects = client.KubeObjects(api_client)
+    objects = client.KubeObjects(parts.api_client)
+    settings = parts.settings
     elector = leader.LeaderElector(
         objects, namespace=settings.own_namespace, identity=leader.default_identity()
     )
     keeper = reconciler.Reconciler(
-        view=lambda: snapshot,
-        ready=watch_cache.is_ready,
+        view=parts.view,
+        ready=parts.watch_cache.is_ready,
         api=objects,
         settings=settings,
-        sink=trail,
+        sink=parts.trail,
         tuning=reconciler.Tuning.from_settings(settings),
         is_leader=lambda: elector.is_leader,
-        observe=recorder.observe,
+        observe=parts.recorder.observe,
     )
     return elector.run, keeper.run
 
