@@ -133,6 +133,24 @@ def read_cluster(
 
     Raises `ClusterReadError` when the webhook configuration (or a named webhook in it) is not
     there or the API cannot be reached; a missing Secret is not an error (``secret_found``)."""
+    bundles = _read_bundles(api_client, name=name, webhook_names=webhook_names, timeout=timeout)
+    if secret is None:
+        return ClusterCerts(name, bundles, "", None, (), False)
+    namespace, secret_name = secret
+    data = _read_secret(api_client, namespace, secret_name, timeout=timeout)
+    if data is None:
+        return ClusterCerts(name, bundles, f"{namespace}/{secret_name}", None, (), False)
+    crt = _pem_certs(base64.b64decode(data.get("tls.crt") or ""))
+    ca_crt = _pem_certs(base64.b64decode(data.get("ca.crt") or ""))
+    leaf = crt[0] if crt else None
+    return ClusterCerts(name, bundles, f"{namespace}/{secret_name}", leaf, ca_crt, True)
+
+
+def _read_bundles(
+    api_client: Any, *, name: str, webhook_names: Sequence[str], timeout: tuple[float, float]
+) -> dict[str, tuple[x509.Certificate, ...]]:
+    """The CAs each named webhook's caBundle holds; `ClusterReadError` when the configuration or
+    a named webhook is missing, or the API cannot be reached."""
     from kubernetes import client  # noqa: PLC0415
 
     from webhook.ops import connect  # noqa: PLC0415
@@ -160,26 +178,26 @@ def read_cluster(
             )
         encoded = (hooks[hook].client_config and hooks[hook].client_config.ca_bundle) or ""
         bundles[hook] = _pem_certs(base64.b64decode(encoded))
-    leaf: x509.Certificate | None = None
-    ca_crt: tuple[x509.Certificate, ...] = ()
-    found = False
-    where = ""
-    if secret is not None:
-        namespace, secret_name = secret
-        where = f"{namespace}/{secret_name}"
-        try:
-            obj = client.CoreV1Api(api_client).read_namespaced_secret(
-                secret_name, namespace, _request_timeout=timeout
-            )
-        except client.ApiException as err:
-            if err.status != 404:
-                raise ClusterReadError(connect.describe(err, api_client)) from err
-        except Exception as err:
+    return bundles
+
+
+def _read_secret(
+    api_client: Any, namespace: str, name: str, *, timeout: tuple[float, float]
+) -> Mapping[str, Any] | None:
+    """The serving Secret's data; None when it does not exist."""
+    from kubernetes import client  # noqa: PLC0415
+
+    from webhook.ops import connect  # noqa: PLC0415
+
+    try:
+        obj = client.CoreV1Api(api_client).read_namespaced_secret(
+            name, namespace, _request_timeout=timeout
+        )
+    except client.ApiException as err:
+        if err.status != 404:
             raise ClusterReadError(connect.describe(err, api_client)) from err
-        else:
-            found = True
-            data = obj.data or {}
-            crt = _pem_certs(base64.b64decode(data.get("tls.crt") or ""))
-            leaf = crt[0] if crt else None
-            ca_crt = _pem_certs(base64.b64decode(data.get("ca.crt") or ""))
-    return ClusterCerts(name, bundles, where, leaf, ca_crt, found)
+        return None
+    except Exception as err:
+        raise ClusterReadError(connect.describe(err, api_client)) from err
+    data: Mapping[str, Any] = obj.data or {}
+    return data

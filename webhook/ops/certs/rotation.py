@@ -97,25 +97,13 @@ def plan_rotation(
 
     Deciding from the old state is what spaces the CA changes a step apart: a CA staged in this
     step is promoted in a later one, and a CA retired in this step is dropped in a later one. The
-    gates (see the module's docstring) hold a promotion and a drop back until they are safe;
+    gates (see the package's docstring) hold a promotion and a drop back until they are safe;
     ``force`` takes them anyway and says what that risks.
     """
-    actions: list[Action] = []
-    held: list[Hold] = []
-    warnings: list[str] = []
-
-    def gate(action: Action, blocker: Hold | None, risk: str) -> None:
-        if blocker is None:
-            actions.append(action)
-        elif force:
-            actions.append(action)
-            warnings.append(f"--force: {action} although {blocker.reason}; {risk}")
-        else:
-            held.append(blocker)
-
+    step = _Step(force=force)
     retired = state.retired
     if retired and not any(is_signed_by(state.leaf.cert, cert) for cert in retired):
-        gate(
+        step.gate(
             Action.DROP_CA,
             _drop_blocker(state, now=now, min_overlap=min_overlap, cluster=cluster),
             "a replica still serving a certificate of the dropped CA is not verified once the "
@@ -124,7 +112,7 @@ def plan_rotation(
     staged = state.next_ca is not None and state.next_ca.cert in state.bundle
     if staged:
         assert state.next_ca is not None
-        gate(
+        step.gate(
             Action.PROMOTE_CA,
             _promote_blocker(state.next_ca.cert, now=now, min_overlap=min_overlap, cluster=cluster),
             "until the apiserver's caBundle holds the new CA, it cannot verify podium and every "
@@ -132,18 +120,50 @@ def plan_rotation(
         )
     elif state.next_ca is not None or needs_renewal(state.ca.cert, now):
         # (A staged CA missing from the bundle is a staging that stopped half-way: finish it.)
-        actions.append(Action.STAGE_CA)
-    if Action.PROMOTE_CA in actions:
-        actions.append(Action.RENEW_LEAF)
+        step.actions.append(Action.STAGE_CA)
+    _plan_leaf(state, step, now=now)
+    if cluster is not None and not cluster.verifies(state.leaf.cert):
+        step.warnings.append(
+            "the webhook's caBundle in the cluster does not trust the CA of the serving "
+            "certificate: the apiserver cannot verify podium now; run `podium certs inject`"
+        )
+    return Plan(tuple(step.actions), tuple(step.held), tuple(step.warnings))
+
+
+@dataclasses.dataclass(slots=True)
+class _Step:
+    """A rotation step being planned: what it does, what it holds back, what it warns of."""
+
+    force: bool
+    actions: list[Action] = dataclasses.field(default_factory=list)
+    held: list[Hold] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def gate(self, action: Action, blocker: Hold | None, risk: str) -> None:
+        """Take a gated action when nothing blocks it, or when forced (saying what it risks)."""
+        if blocker is None:
+            self.actions.append(action)
+        elif self.force:
+            self.actions.append(action)
+            self.warnings.append(f"--force: {action} although {blocker.reason}; {risk}")
+        else:
+            self.held.append(blocker)
+
+
+def _plan_leaf(state: CertState, step: _Step, *, now: datetime.datetime) -> None:
+    """Re-issue the serving certificate with a promotion, or when it is due or broken — unless
+    the signing CA has expired."""
+    if Action.PROMOTE_CA in step.actions:
+        step.actions.append(Action.RENEW_LEAF)
     elif (
         not state.leaf.matches
         or not is_signed_by(state.leaf.cert, state.ca.cert)
         or needs_renewal(state.leaf.cert, now)
     ):
         if now < state.ca.cert.not_valid_after_utc:
-            actions.append(Action.RENEW_LEAF)
+            step.actions.append(Action.RENEW_LEAF)
         else:  # an expired CA signs nothing that anyone would verify
-            held.append(
+            step.held.append(
                 Hold(
                     Action.RENEW_LEAF,
                     f"the signing CA expired at {state.ca.cert.not_valid_after_utc:%Y-%m-%d %H:%M}Z"
@@ -151,12 +171,6 @@ def plan_rotation(
                     waiting=False,
                 )
             )
-    if cluster is not None and not cluster.verifies(state.leaf.cert):
-        warnings.append(
-            "the webhook's caBundle in the cluster does not trust the CA of the serving "
-            "certificate: the apiserver cannot verify podium now; run `podium certs inject`"
-        )
-    return Plan(tuple(actions), tuple(held), tuple(warnings))
 
 
 def _promote_blocker(
