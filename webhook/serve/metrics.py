@@ -37,7 +37,11 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._children: dict[tuple[Any, ...], Counter] = {}
-        r = self.registry
+        self._declare_admissions(self.registry)
+        self._declare_health(self.registry)
+
+    def _declare_admissions(self, r: CollectorRegistry) -> None:
+        """What admissions did: outcomes, time, zones, policies, owners read."""
         self.admissions = Counter(
             "podium_admissions",
             "Admissions answered, by outcome (pinned, unpinned, skipped, fail-open) and reason.",
@@ -73,6 +77,9 @@ class Metrics:
             "because the watch had not delivered them yet.",
             registry=r,
         )
+
+    def _declare_health(self, r: CollectorRegistry) -> None:
+        """What the server refused, dropped or withheld, and whether its cache is synced."""
         self.rejected = Counter(
             "podium_rejected_requests",
             "Requests answered with an HTTP error instead of an AdmissionReview, by reason.",
