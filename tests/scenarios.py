@@ -69,9 +69,9 @@ def base_cluster(*extra: dict[str, Any]) -> list[dict[str, Any]]:
     return [namespace(NS), namespace("sandbox", enabled=False), *zones_8_16_64(), *extra]
 
 
-def audit_record_for(
+def audit_entry_for(
     pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime
-) -> audit.AuditRecord:
+) -> audit.AuditEntry:
     request = reviews.from_document(reviews.review_for_pod(pod, uid="r-1"))
     view = ClusterView.from_objects(
         objects, zone_label="topology.kubernetes.io/zone", kept=adapters.KEPT

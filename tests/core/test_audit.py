@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from tests.scenarios import audit_record_for, base_cluster, pytorch_pod, pytorchjob
+from tests.scenarios import audit_entry_for, base_cluster, pytorch_pod, pytorchjob
 
 
 def test_record_has_every_field(now: datetime) -> None:
     pj = pytorchjob()
-    rec = audit_record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now)
+    rec = audit_entry_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now)
     assert set(rec) == {
         "audit",
         "time",

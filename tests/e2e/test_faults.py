@@ -102,8 +102,8 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
         assert answer.status == 200 and resp["allowed"] is True
         assert "patch" not in resp  # admitted unchanged
         assert any("could not finish" in w and why in w for w in resp["warnings"])
-    assert [r["outcome"] for r in sink.records] == ["fail-open"] * 4
-    assert all(why in r["error"] for r in sink.records)
+    assert [r["outcome"] for r in sink.entries] == ["fail-open"] * 4
+    assert all(why in r["error"] for r in sink.entries)
 
 
 async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenarios import audit_record_for, base_cluster, pytorch_pod, pytorchjob
-from webhook.core.audit import MARKER, AuditRecord
+from tests.scenarios import audit_entry_for, base_cluster, pytorch_pod, pytorchjob
+from webhook.core.audit import MARKER, AuditEntry
 from webhook.serve import audit
 from webhook.serve.metrics import Metrics
 
 
 def test_sinks_write_one_line_per_record(tmp_path: Path, now: datetime) -> None:
     pj = pytorchjob()
-    rec = audit_record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    rec = audit_entry_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
     stream = io.StringIO()
     path = tmp_path / "audit.jsonl"
     audit.FanOut([audit.StreamSink(stream), audit.FileSink(path)]).write(rec)
@@ -30,14 +30,14 @@ def test_sinks_write_one_line_per_record(tmp_path: Path, now: datetime) -> None:
 
 def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime) -> None:
     class Broken:
-        def write(self, record: AuditRecord) -> None:
+        def write(self, record: AuditEntry) -> None:
             raise OSError("stdout closed")
 
         def write_lines(self, data: bytes) -> None:
             raise OSError("stdout closed")
 
     pj = pytorchjob()
-    rec = audit_record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    rec = audit_entry_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
     path = tmp_path / "audit.jsonl"
     fan = audit.FanOut([Broken(), audit.FileSink(path)])
     try:
@@ -59,9 +59,9 @@ class Stalled:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.entered = threading.Event()
-        self.batches: list[list[AuditRecord]] = []
+        self.batches: list[list[AuditEntry]] = []
 
-    def write(self, record: AuditRecord) -> None:
+    def write(self, record: AuditEntry) -> None:
         self.write_lines(audit.line(record))
 
     def write_lines(self, data: bytes) -> None:
@@ -70,15 +70,15 @@ class Stalled:
         self.batches.append([json.loads(text) for text in data.splitlines()])
 
     @property
-    def records(self) -> list[AuditRecord]:
+    def records(self) -> list[AuditEntry]:
         return [r for batch in self.batches for r in batch]
 
 
-def numbered(n: int) -> list[AuditRecord]:
+def numbered(n: int) -> list[AuditEntry]:
     return [{"audit": MARKER, "requestUID": f"r-{i}"} for i in range(n)]
 
 
-def writes_from_another_thread(sink: audit.Sink, records: list[AuditRecord]) -> bool:
+def writes_from_another_thread(sink: audit.Sink, records: list[AuditEntry]) -> bool:
     """Whether ``sink.write`` of every record returned (a blocked one would hang the test)."""
     writer = threading.Thread(target=lambda: [sink.write(r) for r in records], daemon=True)
     writer.start()
@@ -122,10 +122,10 @@ def test_background_sink_drops_new_records_past_its_backlog(
 def test_background_sink_survives_a_failing_sink(caplog: pytest.LogCaptureFixture) -> None:
     class FailsOnce:
         def __init__(self) -> None:
-            self.records: list[AuditRecord] = []
+            self.records: list[AuditEntry] = []
             self.failed = False
 
-        def write(self, record: AuditRecord) -> None:
+        def write(self, record: AuditEntry) -> None:
             self.write_lines(audit.line(record))
 
         def write_lines(self, data: bytes) -> None:

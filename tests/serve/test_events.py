@@ -111,8 +111,8 @@ async def drain(recorder: events.EventRecorder) -> None:
     await asyncio.wait_for(task, 5)
 
 
-def record(**overrides: Any) -> audit.AuditRecord:
-    base: audit.AuditRecord = {
+def record(**overrides: Any) -> audit.AuditEntry:
+    base: audit.AuditEntry = {
         "requestUID": "u-1",
         "namespace": "team-a",
         "pod": "llama-worker-",
@@ -151,8 +151,8 @@ async def test_the_first_pod_of_a_job_reports_the_zone_and_the_policy_on_the_job
     api = twins.InMemoryApi()
     admitter = admitter_for(base_cluster(pj), api, now, recorder)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
-    assert answer.record is not None
-    zone = answer.record["zone"]
+    assert answer.entry is not None
+    zone = answer.entry["zone"]
     await drain(recorder)
     assert poster.reasons() == ["ZonePinned", "PolicyCreated"]
     pinned, policy = poster.posted
@@ -170,12 +170,12 @@ async def test_the_first_pod_of_a_job_reports_the_zone_and_the_policy_on_the_job
         }
         assert event["reportingController"] == "podium.dev/webhook"
         assert event["reportingInstance"] == "podium-7d9f-abcde"
-    assert zone and zone in pinned["note"] and answer.record["reason"] in pinned["note"]
+    assert zone and zone in pinned["note"] and answer.entry["reason"] in pinned["note"]
     assert pinned["related"]["kind"] == "ConfigMap"
     assert policy["related"] == {
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumNetworkPolicy",
-        "name": answer.record["effects"][1]["name"],
+        "name": answer.entry["effects"][1]["name"],
         "namespace": NS,
     }
     assert {k for k in api.objects if k[1] == "Event"} == set()  # events go to the poster only
@@ -303,7 +303,7 @@ async def test_an_unpinned_job_through_the_admitter(
     settings = Settings(no_fit=NoFit.UNPINNED)
     admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder, settings)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
-    assert answer.record is not None and answer.record["outcome"] == "unpinned"
+    assert answer.entry is not None and answer.entry["outcome"] == "unpinned"
     await drain(recorder)
     assert "Unpinned" in poster.reasons()
 

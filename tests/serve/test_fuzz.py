@@ -391,5 +391,5 @@ def test_a_huge_body_without_a_length_is_cut_off(app: App) -> None:
 def test_the_audit_trail_saw_no_exception(app: App) -> None:
     """Runs last in the module: nothing the fuzzers sent escaped as an internal error."""
     assert COUNTS["pod shapes"] > 0
-    internal = [r for r in app.sink.records if "internal error" in str(r.get("error", ""))]
+    internal = [r for r in app.sink.entries if "internal error" in str(r.get("error", ""))]
     assert internal == []

@@ -493,7 +493,7 @@ async def test_executor_recreates_a_deleted_policy_and_audits_it(live: Live) -> 
     assert [(r["outcome"], r["action"], r["reason"], r["result"]) for r in records] == [
         ("reconcile", "create", "missing-policy", "created")
     ]
-    assert live.sink.records == records
+    assert live.sink.entries == records
     assert records[0]["audit"] == audit.MARKER
     assert records[0]["job"]["kind"] == "PyTorchJob"
     assert stored(live, "CiliumNetworkPolicy") is not None
@@ -647,7 +647,7 @@ async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Li
     live.view["now"] = ClusterView.from_objects(
         base_cluster(live.world.job, *live.world.pods, pod), zone_label="x", kept=adapters.KEPT
     )
-    seen: list[audit.AuditRecord] = []
+    seen: list[audit.AuditEntry] = []
     live.rec.observe = seen.append
     (record,) = await live.rec.run_once()
     assert (record["action"], record["reason"], record["result"]) == (
@@ -657,7 +657,7 @@ async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Li
     )
     assert (record["pod"], record["namespace"]) == ("spy", NS)
     assert record["job"]["uid"] == live.world.job["metadata"]["uid"]
-    assert seen == [record] and live.sink.records == [record]
+    assert seen == [record] and live.sink.entries == [record]
     stored_pod = live.api.objects[("", "Pod", NS, "spy")]
     assert labels.JOB not in stored_pod["metadata"]["labels"]
 

@@ -177,7 +177,7 @@ def test_a_pytorchjob_pod_is_pinned_with_a_json_patch(world: World, client: Clie
     assert affinity, decoded_patch(resp)
     assert resp["auditAnnotations"]["outcome"] == "pinned"
     assert {key[1] for key in world.api.objects} == {"ConfigMap", "CiliumNetworkPolicy"}
-    assert [r["outcome"] for r in world.sink.records] == ["pinned"]
+    assert [r["outcome"] for r in world.sink.entries] == ["pinned"]
 
 
 def test_a_content_type_with_parameters_is_json(world: World, client: Client) -> None:
@@ -221,7 +221,7 @@ def test_a_declared_body_over_3_mib_is_413_before_reading(world: World, client: 
     response = post(client, b"{}", headers)
     assert response.status_code == 413
     assert "exceeds 3145728 bytes" in response.json()["error"]
-    assert world.sink.records == []
+    assert world.sink.entries == []
 
 
 def test_an_undeclared_body_over_3_mib_is_413(world: World, client: Client) -> None:
@@ -234,7 +234,7 @@ def test_an_undeclared_body_over_3_mib_is_413(world: World, client: Client) -> N
 
     response = client.post("/mutate", content=chunks(), headers=JSON_HEADERS)
     assert response.status_code == 413
-    assert world.sink.records == []
+    assert world.sink.entries == []
 
 
 def test_a_body_of_exactly_3_mib_is_read(client: Client) -> None:
@@ -349,8 +349,8 @@ def test_metrics_count_admissions(world: World, client: Client) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     got = samples(world.metrics)
-    zone = world.sink.records[0]["zone"]
-    reason = world.sink.records[0]["reason"]
+    zone = world.sink.entries[0]["zone"]
+    reason = world.sink.entries[0]["reason"]
     assert got[("podium_admissions_total", (("outcome", "pinned"), ("reason", reason)))] == 2
     assert got[("podium_zone_decisions_total", (("zone", zone),))] == 2
     assert got[("podium_policies_created_total", (("kind", "CiliumNetworkPolicy"),))] == 1

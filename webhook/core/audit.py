@@ -1,8 +1,8 @@
-"""The audit record: one JSON object per admission (or reconciler action), and its pure ``build``.
+"""The audit entry: one JSON object per admission (or reconciler action), and its pure ``build``.
 
-A decision plus what happened → an ``AuditRecord``. Where records go (stdout, a file, a writer
+A decision plus what happened → an ``AuditEntry``. Where entries go (stdout, a file, a writer
 thread) is ``webhook.serve.audit``; reading them back for people is ``webhook.ops.auditview``.
-Metrics and Events read the same typed record.
+Metrics and Events read the same typed entry.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from webhook.core.reviews import Request
 
 
 class JobRef(TypedDict, total=False):
-    """The job a record is about. Admissions fill every key; the reconciler only kind, name,
+    """The job an entry is about. Admissions fill every key; the reconciler only kind, name,
     uid and gang."""
 
     framework: str
@@ -43,7 +43,7 @@ class PatchSummary(TypedDict):
     paths: list[str]
 
 
-class AuditRecord(TypedDict):
+class AuditEntry(TypedDict):
     """One admission (or reconciler action), as written: one JSON object per line."""
 
     audit: str
@@ -70,7 +70,7 @@ class AuditRecord(TypedDict):
     #: Owners read from the apiserver before deciding, because the watch had not delivered them
     #: yet (``Kind/name``); absent when the view had them all.
     read: NotRequired[list[str]]
-    #: Reconciler records: what it did (``create``, ``patch``, ``delete``, …) and how it went.
+    #: Reconciler entries: what it did (``create``, ``patch``, ``delete``, …) and how it went.
     action: NotRequired[str]
     result: NotRequired[str]
 
@@ -92,12 +92,12 @@ def build(
     warnings: Sequence[str] = (),
     error: str | None = None,
     read: Sequence[str] = (),
-) -> AuditRecord:
-    """One admission's record. ``outcome``/``reason`` override the decision's (e.g. fail-open)."""
+) -> AuditEntry:
+    """One admission's entry. ``outcome``/``reason`` override the decision's (e.g. fail-open)."""
     pod = (request.object if request else None) or {}
     meta: Mapping[str, Any] = pod.get("metadata") or {}
     gang = decision.gang if decision else None
-    record: AuditRecord = {
+    entry: AuditEntry = {
         "audit": MARKER,
         "time": time.isoformat(timespec="milliseconds"),
         "requestUID": request.uid if request else "",
@@ -121,7 +121,7 @@ def build(
         "latencyMs": round(latency_ms, 3),
     }
     if gang is not None:
-        record["job"] = {
+        entry["job"] = {
             "framework": gang.framework,
             "apiVersion": gang.owner.api_version,
             "kind": gang.owner.kind,
@@ -131,13 +131,13 @@ def build(
             "demand": gang.total,
             "demandSource": gang.demand_source,
         }
-        record["role"] = gang.role
-        record["coordinator"] = gang.coordinator
+        entry["role"] = gang.role
+        entry["coordinator"] = gang.coordinator
     if error:
-        record["error"] = error
+        entry["error"] = error
     if read:
-        record["read"] = list(read)
-    return record
+        entry["read"] = list(read)
+    return entry
 
 
 def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> PatchSummary:

@@ -19,7 +19,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from webhook.core.audit import AuditRecord
+from webhook.core.audit import AuditEntry
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, offline, output
@@ -240,9 +240,9 @@ def audit_command(
         if follow:
             found = _follow_audit(specs, query, tally, output_format, utc=utc)
         else:
-            records = [r for r in auditview.load(specs, tally) if query.matches(r)]
+            entries = [r for r in auditview.load(specs, tally) if query.matches(r)]
             found = _show_audit(
-                records, tally, output_format, utc=utc, filtered=query != auditview.Filter()
+                entries, tally, output_format, utc=utc, filtered=query != auditview.Filter()
             )
     except auditview.InputError as err:
         raise output.fail(str(err)) from err
@@ -253,27 +253,27 @@ def audit_command(
 
 
 def _show_audit(
-    records: list[AuditRecord],
+    entries: list[AuditEntry],
     tally: auditview.Tally,
     output_format: auditview.Format,
     *,
     utc: bool,
     filtered: bool,
 ) -> auditview.Summary:
-    grouped = auditview.summarize(records)
+    grouped = auditview.summarize(entries)
     if output_format in (auditview.Format.JSON, auditview.Format.YAML):
-        doc = auditview.document(records, grouped, skipped=tally.skipped)
+        doc = auditview.document(entries, grouped, skipped=tally.skipped)
         sys.stdout.write(_dump(doc, output_format))
         return grouped
-    if not records:
+    if not entries:
         typer.echo("No audit records match." if filtered else "No podium audit records found.")
         return grouped
     plain = not output.is_terminal()
     wide = output_format is auditview.Format.WIDE
-    legend = auditview.legend(records)
+    legend = auditview.legend(entries)
     output.render(
         [
-            auditview.table(records, wide=wide, utc=utc, plain=plain),
+            auditview.table(entries, wide=wide, utc=utc, plain=plain),
             "",
             auditview.summary(grouped, wide=wide, plain=plain),
             *(["", legend] if legend else []),
@@ -297,16 +297,16 @@ def _follow_audit(
     if tabular:
         typer.echo(auditview.stream_header(wide=wide))
     try:
-        for record in auditview.read(auditview.follow_lines(specs), tally):
-            if not query.matches(record):
+        for entry in auditview.read(auditview.follow_lines(specs), tally):
+            if not query.matches(entry):
                 continue
-            grouped.add(record)
+            grouped.add(entry)
             if tabular:
-                typer.echo(auditview.stream_line(record, wide=wide, utc=utc))
+                typer.echo(auditview.stream_line(entry, wide=wide, utc=utc))
             elif output_format is auditview.Format.JSON:
-                typer.echo(orjson.dumps(record).decode())
+                typer.echo(orjson.dumps(entry).decode())
             else:
-                sys.stdout.write("---\n" + _dump(record, output_format))
+                sys.stdout.write("---\n" + _dump(entry, output_format))
             sys.stdout.flush()
     except KeyboardInterrupt:
         pass

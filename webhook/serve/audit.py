@@ -1,7 +1,7 @@
-"""Where audit records go: JSON lines to stdout, a file, or a writer thread that keeps
+"""Where audit entries go: JSON lines to stdout, a file, or a writer thread that keeps
 admissions from waiting on either.
 
-The record itself and its pure ``build`` are ``webhook.core.audit``. Reading records back for
+The entry itself and its pure ``build`` are ``webhook.core.audit``. Reading entries back for
 people is ``webhook.ops.auditview`` (``podium audit``), so the admission path never loads a table
 renderer.
 """
@@ -20,36 +20,36 @@ from typing import IO, Protocol
 
 import orjson
 
-from webhook.core.audit import AuditRecord
+from webhook.core.audit import AuditEntry
 
 log = logging.getLogger("podium.audit")
 
 
-def dumps(record: AuditRecord) -> bytes:
+def dumps(entry: AuditEntry) -> bytes:
     """orjson, or the stdlib for what orjson refuses (integers past 64 bits in a silly request)."""
     try:
-        return orjson.dumps(record)
+        return orjson.dumps(entry)
     except TypeError:
-        return json.dumps(record, default=str).encode()
+        return json.dumps(entry, default=str).encode()
 
 
 class Sink(Protocol):
-    def write(self, record: AuditRecord) -> None: ...
+    def write(self, entry: AuditEntry) -> None: ...
 
     def write_lines(self, data: bytes) -> None:
-        """Write records already serialized: JSON lines (``line``), each ending in a newline."""
+        """Write entries already serialized: JSON lines (``line``), each ending in a newline."""
         ...
 
 
-def line(record: AuditRecord) -> bytes:
-    return dumps(record) + b"\n"
+def line(entry: AuditEntry) -> bytes:
+    return dumps(entry) + b"\n"
 
 
 class LineSink:
-    """A sink whose one way of writing is ``write_lines``: a record is written as its line."""
+    """A sink whose one way of writing is ``write_lines``: an entry is written as its line."""
 
-    def write(self, record: AuditRecord) -> None:
-        self.write_lines(line(record))
+    def write(self, entry: AuditEntry) -> None:
+        self.write_lines(line(entry))
 
     def write_lines(self, data: bytes) -> None:
         raise NotImplementedError
@@ -83,13 +83,13 @@ class FileSink(LineSink):
 
 class MemorySink:
     def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
+        self.entries: list[AuditEntry] = []
 
-    def write(self, record: AuditRecord) -> None:
-        self.records.append(record)
+    def write(self, entry: AuditEntry) -> None:
+        self.entries.append(entry)
 
     def write_lines(self, data: bytes) -> None:
-        self.records.extend(orjson.loads(text) for text in data.splitlines())
+        self.entries.extend(orjson.loads(text) for text in data.splitlines())
 
 
 class FanOut(LineSink):
@@ -108,24 +108,24 @@ class FanOut(LineSink):
             raise failure
 
 
-#: Records waiting for the writer thread; beyond this, new records are dropped and counted.
+#: Entries waiting for the writer thread; beyond this, new entries are dropped and counted.
 BACKLOG = 10_000
-#: Seconds between the writer thread's rounds. Waking it for every record instead costs an
+#: Seconds between the writer thread's rounds. Waking it for every entry instead costs an
 #: admission more than the write itself (a thread switch per admission; docs/benchmarks).
 INTERVAL = 0.05
-#: At most one log line per this many seconds says how many records were dropped.
+#: At most one log line per this many seconds says how many entries were dropped.
 DROP_LOG_SECONDS = 10.0
 
 
 class BackgroundSink(LineSink):
-    """Hands records to a writer thread, so that no admission waits for stdout or a disk.
+    """Hands entries to a writer thread, so that no admission waits for stdout or a disk.
 
     ``podium serve`` writes audit lines to stdout, a pipe the container runtime drains; when it
     stops draining, a direct write blocks the event loop and every admission behind it until the
-    apiserver gives up (fail open, *without* an audit line). Here ``write`` serializes the record
+    apiserver gives up (fail open, *without* an audit line). Here ``write`` serializes the entry
     and appends the line to a bounded backlog; every ``interval`` seconds the thread writes what
-    has gathered in one batch (one ``write`` and one flush for many records under load). A full
-    backlog drops the new record, calls ``on_drop`` (``podium_audit_dropped``) and says so on
+    has gathered in one batch (one ``write`` and one flush for many entries under load). A full
+    backlog drops the new entry, calls ``on_drop`` (``podium_audit_dropped``) and says so on
     stderr at most every ``DROP_LOG_SECONDS``, as the apiserver's own buffered audit backend
     does. ``close`` writes what is left.
     """

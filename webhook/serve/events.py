@@ -1,4 +1,4 @@
-"""Kubernetes Events on the job object, fed from the audit record of every admission.
+"""Kubernetes Events on the job object, fed from the audit entry of every admission.
 
 ``kubectl describe pytorchjob llama-ft`` (or ``kubectl events --for pytorchjob/llama-ft``) then
 shows what podium decided for the job, next to the operator's own events:
@@ -19,7 +19,7 @@ reason             type     when
                             pod created while podium was down (the Event is on the pod)
 =================  =======  ==========================================================
 
-Dry runs produce no events. Records without a job (a pod podium does not recognise, or a failure
+Dry runs produce no events. Entries without a job (a pod podium does not recognise, or a failure
 before the job was known) produce none either: the audit trail and the metrics count them.
 
 ``events.k8s.io/v1`` rather than core ``v1`` Events: it is the current API (``regarding`` and
@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import labels, policies
-from webhook.core.audit import AuditRecord
+from webhook.core.audit import AuditEntry
 from webhook.kube import errors
 
 log = logging.getLogger("podium.events")
@@ -151,15 +151,15 @@ class _JobEvents:
     now: datetime
 
     @classmethod
-    def of(cls, record: AuditRecord, *, instance: str, now: datetime) -> _JobEvents | None:
-        """None when the record names no job (or no namespace) to report on."""
-        job = record.get("job")
-        namespace = str(record.get("namespace") or "")
+    def of(cls, entry: AuditEntry, *, instance: str, now: datetime) -> _JobEvents | None:
+        """None when the entry names no job (or no namespace) to report on."""
+        job = entry.get("job")
+        namespace = str(entry.get("namespace") or "")
         if not isinstance(job, Mapping) or not namespace or not job.get("name"):
             return None
         kind, name = str(job.get("kind") or ""), str(job["name"])
         regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
-        if job.get("apiVersion"):  # every admission's record names it
+        if job.get("apiVersion"):  # every admission's entry names it
             regarding["apiVersion"] = str(job["apiVersion"])
         if job.get("uid"):
             regarding["uid"] = str(job["uid"])
@@ -196,30 +196,30 @@ class _JobEvents:
         )
 
 
-def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
-    """The events one audit record calls for (pure; see the module's table)."""
-    if record.get("dryRun"):
+def build(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
+    """The events one audit entry calls for (pure; see the module's table)."""
+    if entry.get("dryRun"):
         return []
-    if record.get("outcome") == "reconcile":
-        return _reconcile_events(record, instance=instance, now=now)
-    events = _JobEvents.of(record, instance=instance, now=now)
+    if entry.get("outcome") == "reconcile":
+        return _reconcile_events(entry, instance=instance, now=now)
+    events = _JobEvents.of(entry, instance=instance, now=now)
     if events is None:
         return []
-    if record.get("outcome") == "fail-open":
-        return [_fail_open_event(record, events)]
+    if entry.get("outcome") == "fail-open":
+        return [_fail_open_event(entry, events)]
     out = []
-    for effect in record.get("effects") or ():
+    for effect in entry.get("effects") or ():
         if isinstance(effect, Mapping):
-            event = _effect_event(record, effect, events)
+            event = _effect_event(entry, effect, events)
             if event is not None:
                 out.append(event)
     return out
 
 
-def _fail_open_event(record: AuditRecord, events: _JobEvents) -> Event:
+def _fail_open_event(entry: AuditEntry, events: _JobEvents) -> Event:
     minute = events.now.astimezone(UTC).strftime("%Y%m%d%H%M")
-    error = str(record.get("error") or record.get("detail") or "unknown")
-    pod = str(record.get("pod") or "a pod")
+    error = str(entry.get("error") or entry.get("detail") or "unknown")
+    pod = str(entry.get("pod") or "a pod")
     return events.event(
         f"fail-open-{minute}",
         FAIL_OPEN,
@@ -229,16 +229,14 @@ def _fail_open_event(record: AuditRecord, events: _JobEvents) -> Event:
     )
 
 
-def _effect_event(
-    record: AuditRecord, effect: Mapping[str, Any], events: _JobEvents
-) -> Event | None:
+def _effect_event(entry: AuditEntry, effect: Mapping[str, Any], events: _JobEvents) -> Event | None:
     """The event one object podium created or changed calls for, if any."""
     effect_kind, outcome = str(effect.get("kind") or ""), effect.get("outcome")
     target = {"kind": effect_kind, "name": str(effect.get("name") or "")}
     display = events.display
     if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
         related = {"apiVersion": policies.RECORD_API_VERSION, **target}
-        return _placement_event(record, events, related)
+        return _placement_event(entry, events, related)
     if effect_kind in POLICY_API_VERSIONS and outcome == "created":
         return events.event(
             "policy-created",
@@ -260,12 +258,12 @@ def _effect_event(
     return None
 
 
-def _placement_event(record: AuditRecord, events: _JobEvents, related: Mapping[str, str]) -> Event:
+def _placement_event(entry: AuditEntry, events: _JobEvents, related: Mapping[str, str]) -> Event:
     """Where the job's pods go, once its decision record exists: grouped, pinned or unpinned."""
-    reason, detail = str(record.get("reason") or ""), str(record.get("detail") or "")
+    reason, detail = str(entry.get("reason") or ""), str(entry.get("detail") or "")
     why = f"{reason}: {detail}" if detail else reason
-    display, zone = events.display, record.get("zone")
-    if record.get("outcome") == "grouped":
+    display, zone = events.display, entry.get("zone")
+    if entry.get("outcome") == "grouped":
         return events.event(
             "grouped",
             GROUPED,
@@ -293,12 +291,12 @@ def _placement_event(record: AuditRecord, events: _JobEvents, related: Mapping[s
     )
 
 
-def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
-    """The reconciler's records call for one event: a label it removed, on the pod."""
-    namespace, pod = str(record.get("namespace") or ""), str(record.get("pod") or "")
-    if record.get("action") != "unlabel" or record.get("result") != "unlabelled" or not pod:
+def _reconcile_events(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
+    """The reconciler's entries call for one event: a label it removed, on the pod."""
+    namespace, pod = str(entry.get("namespace") or ""), str(entry.get("pod") or "")
+    if entry.get("action") != "unlabel" or entry.get("result") != "unlabelled" or not pod:
         return []
-    job = record.get("job") or {}
+    job = entry.get("job") or {}
     gang = str(job.get("gang") or "")
     related: dict[str, str] | None = None
     if job.get("kind") and job.get("name"):
@@ -312,7 +310,7 @@ def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> l
         now=now,
         action="RemoveLabel",
         reason=JOB_LABEL_REMOVED,
-        note=str(record.get("detail") or f"removed {labels.JOB} from {pod}"),
+        note=str(entry.get("detail") or f"removed {labels.JOB} from {pod}"),
         warning=True,
         regarding={"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
         related=related,
@@ -321,7 +319,7 @@ def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> l
 
 
 class EventRecorder:
-    """Queues events from audit records (``observe``) and posts them in the background (``run``)."""
+    """Queues events from audit entries (``observe``) and posts them in the background (``run``)."""
 
     def __init__(
         self,
@@ -345,10 +343,10 @@ class EventRecorder:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def observe(self, record: AuditRecord) -> None:
-        """Queue the record's events; never raises, never waits (it is on the admission path)."""
+    def observe(self, entry: AuditEntry) -> None:
+        """Queue the entry's events; never raises, never waits (it is on the admission path)."""
         try:
-            events = build(record, instance=self.instance, now=self.clock())
+            events = build(entry, instance=self.instance, now=self.clock())
             for event in events:
                 if event["metadata"]["name"] in self._sent:
                     continue
@@ -358,7 +356,7 @@ class EventRecorder:
             if events:
                 self._signal()
         except Exception:  # events are a courtesy; the admission already stands
-            log.exception("building events for admission %s failed", record.get("requestUID"))
+            log.exception("building events for admission %s failed", entry.get("requestUID"))
 
     def _signal(self) -> None:
         wake, loop = self._wake, self._loop

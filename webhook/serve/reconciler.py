@@ -481,9 +481,9 @@ class Reconciler:
         tuning: Tuning = Tuning(),
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        observe: Callable[[audit.AuditRecord], None] | None = None,
+        observe: Callable[[audit.AuditEntry], None] | None = None,
     ) -> None:
-        """``observe`` sees every audit record as it is written (the Event recorder)."""
+        """``observe`` sees every audit entry as it is written (the Event recorder)."""
         self.observe = observe
         self.view = view
         self.ready = ready
@@ -511,8 +511,8 @@ class Reconciler:
                 )
         return Owned(decisions=decisions, policies=found)
 
-    async def run_once(self) -> list[audit.AuditRecord]:
-        """One pass; the audit records of what it did. Nothing when not leading or not synced."""
+    async def run_once(self) -> list[audit.AuditEntry]:
+        """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
         if not (self.is_leader() and self.ready()):
             return []
         owned = await self.list_owned()
@@ -520,7 +520,7 @@ class Reconciler:
         actions = plan(self.view(), self.settings, owned=owned, now=now, tuning=self.tuning)
         return [await self.execute(action, now=now) for action in actions]
 
-    async def execute(self, action: Action, *, now: datetime) -> audit.AuditRecord:
+    async def execute(self, action: Action, *, now: datetime) -> audit.AuditEntry:
         started = time.perf_counter()
         try:
             result = await self._carry_out(action, now=now)
@@ -528,14 +528,14 @@ class Reconciler:
             result = "conflict"  # changed since it was listed: the next pass decides again
         except errors.ApiError as err:
             result = f"failed: {err}"
-        record = self._audit(action, result, now=now, started=started)
+        entry = self._audit(action, result, now=now, started=started)
         with contextlib.suppress(Exception):
-            self.sink.write(record)
+            self.sink.write(entry)
         if self.observe is not None:
             with contextlib.suppress(Exception):
-                self.observe(record)
+                self.observe(entry)
         log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
-        return record
+        return entry
 
     async def _carry_out(self, action: Action, *, now: datetime) -> str:
         kind, namespace, name = action.target
@@ -587,9 +587,9 @@ class Reconciler:
 
     def _audit(
         self, action: Action, result: str, *, now: datetime, started: float
-    ) -> audit.AuditRecord:
+    ) -> audit.AuditEntry:
         kind, namespace, name = action.target
-        record = audit.build(
+        entry = audit.build(
             request=None,
             decision=None,
             time=now,
@@ -600,18 +600,18 @@ class Reconciler:
             effects=[{"kind": kind, "name": name, "namespace": namespace, "outcome": result}],
             error=result[len("failed: ") :] if result.startswith("failed: ") else None,
         )
-        record["namespace"] = namespace
+        entry["namespace"] = namespace
         if kind == "Pod":
-            record["pod"] = name
-        record["action"] = action.verb
-        record["result"] = result
-        record["job"] = {
+            entry["pod"] = name
+        entry["action"] = action.verb
+        entry["result"] = result
+        entry["job"] = {
             "kind": str(action.owner.get("kind") or ""),
             "name": str(action.owner.get("name") or ""),
             "uid": str(action.owner.get("uid") or ""),
             "gang": action.gang,
         }
-        return record
+        return entry
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` until ``stop``; a failed pass is logged, not fatal."""

@@ -226,7 +226,7 @@ def _internal_error(body: bytes, err: Exception, meter: Metrics) -> tuple[int, b
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per log line on stderr; stdout carries only audit records."""
+    """One JSON object per log line on stderr; stdout carries only audit entries."""
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -445,10 +445,10 @@ class _Parts:
     def view(self) -> ClusterView:
         return self.snapshot
 
-    def observe(self, record: audit.AuditRecord) -> None:
-        """An admission's record feeds the metrics and the events."""
-        self.meter.observe(record)
-        self.recorder.observe(record)
+    def observe(self, entry: audit.AuditEntry) -> None:
+        """An admission's audit entry feeds the metrics and the events."""
+        self.meter.observe(entry)
+        self.recorder.observe(entry)
 
 
 def _admitter(parts: _Parts, support: discovery.SchedulerSupport) -> admission.Admitter:
