@@ -54,36 +54,15 @@ def issue_ca(
     _check_lifetime(lifetime)
     key = _new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + lifetime)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ski, critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False
-        )
-        .sign(key, hashes.SHA256())
-    )
+    cert = _certificate(
+        subject=name,
+        issuer=name,
+        key=key,
+        not_after=now + lifetime,
+        now=now,
+        ca=True,
+        issuer_ski=x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+    ).sign(key, hashes.SHA256())
     return KeyPair(cert, key)
 
 
@@ -99,18 +78,45 @@ def issue_leaf(
     """A leaf signed by ``ca``: serverAuth by default; a client certificate may have no SANs."""
     _check_lifetime(lifetime)
     key = _new_key()
-    # A leaf never outlives the CA that vouches for it.
-    not_after = min(now + lifetime, ca.cert.not_valid_after_utc)
-    ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    builder = _certificate(
+        subject=subject,
+        issuer=ca.cert.subject,
+        key=key,
+        # A leaf never outlives the CA that vouches for it.
+        not_after=min(now + lifetime, ca.cert.not_valid_after_utc),
+        now=now,
+        ca=False,
+        issuer_ski=ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value,
+        usages=usages,
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+    return KeyPair(builder.sign(ca.key, hashes.SHA256()), key)
+
+
+def _certificate(
+    *,
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    not_after: datetime.datetime,
+    now: datetime.datetime,
+    ca: bool,
+    issuer_ski: x509.SubjectKeyIdentifier,
+    usages: Sequence[x509.ObjectIdentifier] | None = None,
+) -> x509.CertificateBuilder:
+    """What a CA and a leaf both carry: names, key, a fresh serial, validity from ``now`` less the
+    clock skew, basic constraints and key usage (a CA signs certificates and CRLs; a leaf only
+    signs handshakes), a leaf's extended key usages, and both key identifiers."""
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(ca.cert.subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - CLOCK_SKEW)
         .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -118,22 +124,21 @@ def issue_leaf(
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
-        )
     )
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
-    return KeyPair(builder.sign(ca.key, hashes.SHA256()), key)
+    if usages is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
+    return builder.add_extension(
+        x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+    ).add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(issuer_ski), critical=False
+    )
 
 
 def issue_serving(
