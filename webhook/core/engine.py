@@ -353,9 +353,7 @@ def _pinned(
         now=now,
     )
     effects.extend(policy)
-    warnings = list(choice.warnings)
-    if (pod.get("spec") or {}).get("hostNetwork"):
-        warnings.append(HOST_NETWORK_WARNING)
+    warnings = [*choice.warnings, *_host_network(pod)]
     if withheld:
         warnings.append(withheld)
     return Decision(
@@ -492,13 +490,7 @@ def _group(
     policy later would mean relabelling running pods, which changes their Cilium identity under
     NCCL's open connections (docs/design.md, "zone chooser")."""
     policy_name, policy = _job_wide_policy(gang, namespace, view, settings)
-    annotations = {labels.ZONE: "", labels.REASON: podgroups.REASON}
-    if policy_name is not None:
-        annotations[labels.POLICY] = policy_name
-    labelled, patch = mutation.pin(
-        pod, zone=None, gang_key=gang.key, zone_label=settings.zone_label, annotations=annotations
-    )
-    after, join = podgroups.join(labelled, name)
+    after, patch = _join_podgroup(pod, gang, settings, name=name, policy_name=policy_name)
     size = podgroups.size_of(gang)
     detail = (
         f"kube-scheduler places all {size} pods of {gang.display} in one {settings.zone_label} "
@@ -520,7 +512,6 @@ def _group(
         podgroups.build_podgroup(gang=gang, namespace=namespace, zone_label=settings.zone_label)
     )
     effects.extend(policy)
-    spec: Obj = pod.get("spec") or {}
     return Decision(
         outcome="grouped",
         reason=podgroups.REASON,
@@ -528,13 +519,33 @@ def _group(
         namespace=namespace,
         pod=pod,
         patched=after,
-        patch=patch + join,
+        patch=patch,
         gang=gang,
         zone=record.zone if record is not None else None,
         effects=tuple(effects),
-        warnings=(HOST_NETWORK_WARNING,) if spec.get("hostNetwork") else (),
+        warnings=_host_network(pod),
         policy_name=policy_name,
     )
+
+
+def _join_podgroup(
+    pod: Obj, gang: Gang, settings: Settings, *, name: str, policy_name: str | None
+) -> tuple[Obj, list[Manifest]]:
+    """The pod labelled as the gang's, annotated with no zone, and in PodGroup ``name``; the
+    patch that does it."""
+    annotations = {labels.ZONE: "", labels.REASON: podgroups.REASON}
+    if policy_name is not None:
+        annotations[labels.POLICY] = policy_name
+    labelled, patch = mutation.pin(
+        pod, zone=None, gang_key=gang.key, zone_label=settings.zone_label, annotations=annotations
+    )
+    after, join = podgroups.join(labelled, name)
+    return after, patch + join
+
+
+def _host_network(pod: Obj) -> tuple[str, ...]:
+    """The warning for a pod on the host's network (a policy does not cover it), if it is."""
+    return (HOST_NETWORK_WARNING,) if (pod.get("spec") or {}).get("hostNetwork") else ()
 
 
 def _job_wide_policy(
