@@ -32,7 +32,7 @@ import orjson
 import uvicorn
 
 from bench import workload
-from webhook.core import engine, labels, reviews
+from webhook.core import adapters, engine, labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache, twins
@@ -49,7 +49,9 @@ def _pin(core: int | None) -> None:
 
 def podium_app(nodes: int) -> Any:
     settings = Settings()
-    view = ClusterView.from_objects(workload.cluster(nodes), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        workload.cluster(nodes), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi()
     api.listeners.append(lambda obj: view.apply("ADDED", obj))
     metrics = Metrics()
