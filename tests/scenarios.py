@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from tests.builders import JobBuilder, NodeBuilder, PodBuilder, namespace, template
+from webhook.core import adapters, audit, engine, reviews
+from webhook.core.settings import Settings
+from webhook.core.view import ClusterView
 
 NS = "team-a"
 OPERATOR_LABELS = "training.kubeflow.org/"
@@ -63,3 +67,20 @@ def pytorch_pod(
 
 def base_cluster(*extra: dict[str, Any]) -> list[dict[str, Any]]:
     return [namespace(NS), namespace("sandbox", enabled=False), *zones_8_16_64(), *extra]
+
+
+def audit_entry_for(
+    pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime
+) -> audit.AuditEntry:
+    request = reviews.from_document(reviews.review_for_pod(pod, uid="r-1"))
+    view = ClusterView.from_objects(
+        objects, zone_label="topology.kubernetes.io/zone", kept=adapters.KEPT
+    )
+    decision = engine.decide(request, view, Settings(), now=now)
+    return audit.build(
+        request=request,
+        decision=decision,
+        time=now,
+        latency_ms=1.23456,
+        effects=[{"kind": "ConfigMap", "name": "x", "outcome": "created"}],
+    )

@@ -306,7 +306,7 @@ def build_context(destination: Path) -> list[str]:
     [
         ("pyproject.toml", True),
         ("README.md", True),
-        ("webhook/ops/certs.py", True),
+        ("webhook/ops/certs/rotation.py", True),
         ("webhook/core/adapters/__init__.py", True),
         ("webhook/__pycache__/certs.cpython-311.pyc", False),
         ("webhook/core/adapters/__pycache__/x.pyc", False),
@@ -314,7 +314,7 @@ def build_context(destination: Path) -> list[str]:
         ("certs/ca-key.pem", False),
         (".git/config", False),
         (".venv/bin/python", False),
-        ("tests/ops/test_certs.py", False),
+        ("tests/ops/certs/test_rotation.py", False),
         ("Dockerfile", False),
     ],
 )
@@ -435,7 +435,11 @@ def test_the_image_carries_compiled_bytecode(image: Path) -> None:
     # The root file system is read-only in the cluster: Python cannot cache bytecode at run time,
     # so without .pyc files from the install every start would compile the Kubernetes client.
     site = next((image.parent / "lib").glob("python3.11/site-packages"))
-    for module in ("webhook/ops/certs", "webhook/serve/tls", "kubernetes/client/api_client"):
+    for module in (
+        "webhook/ops/certs/rotation",
+        "webhook/serve/tls",
+        "kubernetes/client/api_client",
+    ):
         source = site / f"{module}.py"
         compiled = source.parent / "__pycache__" / f"{source.stem}.cpython-311.pyc"
         assert compiled.is_file(), compiled

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.throughput import workload
-from webhook.core import engine, reviews
+from webhook.core import adapters, engine, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache
@@ -30,7 +30,7 @@ RESOURCES = {(r.api_version, r.kind): r for r in cache.WATCHED}
 
 def feed(nodes: int, pods_per_node: int, now: datetime) -> tuple[ClusterView, float, int]:
     """A view of the synthetic cluster; the seconds spent in slim+apply; objects applied."""
-    view = ClusterView(zone_label=workload.ZONE_LABEL)
+    view = ClusterView(zone_label=workload.ZONE_LABEL, kept=adapters.KEPT)
     spent, count = 0.0, 0
     for obj in workload.cluster(nodes, pods_per_node, now=now):
         resource = RESOURCES[(obj["apiVersion"], obj["kind"])]

@@ -34,7 +34,7 @@ import typer
 import uvicorn
 
 from bench.throughput import workload
-from webhook.core import engine, labels, reviews
+from webhook.core import adapters, engine, labels, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache, twins
@@ -51,7 +51,9 @@ def _pin(core: int | None) -> None:
 
 def podium_app(nodes: int) -> Any:
     settings = Settings()
-    view = ClusterView.from_objects(workload.cluster(nodes), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        workload.cluster(nodes), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi()
     api.listeners.append(lambda obj: view.apply("ADDED", obj))
     metrics = Metrics()

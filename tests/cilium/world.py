@@ -54,6 +54,7 @@ from tests.cilium.oracle import HERE, Flow, Pod
 from tests.cilium.podium_api import ClusterView, engine, labels, policies, reviews, settings
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from tests.schemas import CRDS
+from webhook.core import adapters
 from webhook.kube import twins
 from webhook.serve import reconciler
 
@@ -338,7 +339,7 @@ def admit(placement: Placement, mode: Mode, line: Line = Line.CURRENT) -> Admitt
             continue
         doc = reviews.review_for_pod(pod)
         doc["request"]["namespace"] = pod["metadata"]["namespace"]
-        view = ClusterView.from_objects(objects, zone_label=conf.zone_label)
+        view = ClusterView.from_objects(objects, zone_label=conf.zone_label, kept=adapters.KEPT)
         decision = engine.decide(reviews.from_document(doc), view, conf, now=NOW)
         out[name] = decision.patched if decision.patched is not None else pod
         objects.extend(decision.effects)  # the record and policy now exist for later pods
@@ -387,7 +388,9 @@ def reconcile(
     out = []
     for _ in range(4):
         base = [*NAMESPACES.values(), *_nodes(placement), *objects]
-        view = ClusterView.from_objects([*base, *pods.values()], zone_label=conf.zone_label)
+        view = ClusterView.from_objects(
+            [*base, *pods.values()], zone_label=conf.zone_label, kept=adapters.KEPT
+        )
         owned = reconciler.Owned(decisions=records, policies=list(written.values()))
         actions = reconciler.plan(view, conf, owned=owned, now=NOW, tuning=reconciler.Tuning())
         if not actions:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.builders import NodeBuilder, PodBuilder, namespace
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import engine, labels, policies, records, reviews
+from webhook.core import adapters, engine, labels, policies, records, reviews
 from webhook.core.settings import NoFit, OldCilium, Placement, PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 
@@ -31,7 +31,7 @@ def decide(
     settings: Settings = SETTINGS,
     **overrides: Any,
 ) -> engine.Decision:
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     return engine.decide(request_for(pod, **overrides), view, settings, now=now)
 
 
@@ -497,7 +497,9 @@ def test_update_of_the_trusted_label_is_denied(
 
     doc = reviews.review_for_pod(with_label(new))
     doc["request"].update(operation="UPDATE", oldObject=with_label(old))
-    view = ClusterView.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(), zone_label=SETTINGS.zone_label, kept=adapters.KEPT
+    )
     decision = engine.decide(reviews.from_document(doc), view, SETTINGS, now=now)
     assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)
     assert decision.patch == [] and decision.effects == ()
@@ -631,7 +633,9 @@ def test_update_of_the_zone_label_is_denied_but_podiums_own(
 
     doc = reviews.review_for_pod(with_zone(new))
     doc["request"].update(operation="UPDATE", oldObject=with_zone(old), userInfo={"username": user})
-    view = ClusterView.from_objects(base_cluster(), zone_label=SETTINGS.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(), zone_label=SETTINGS.zone_label, kept=adapters.KEPT
+    )
     settings = dataclasses.replace(SETTINGS, own_user="podium")
     decision = engine.decide(reviews.from_document(doc), view, settings, now=now)
     assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)

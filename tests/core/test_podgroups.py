@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import JobBuilder, PodBuilder, template
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import engine, labels, podgroups, records, reviews
+from webhook.core import adapters, engine, labels, podgroups, records, reviews
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -46,7 +46,7 @@ def decide(
     scheduler: bool = False,
     recorded: records.Record | None = None,
 ) -> engine.Decision:
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     request = reviews.from_document(reviews.review_for_pod(pod))
     return engine.decide(request, view, settings, now=now, scheduler=scheduler, recorded=recorded)
 
@@ -243,7 +243,9 @@ def test_update_leaves_the_scheduling_group_alone(now: datetime) -> None:
     assert decision.outcome == "skipped"  # not a training pod: nothing at all
     grouped = decide(pytorch_pod(pj).obj(), base_cluster(pj), now)
     assert grouped.patched is not None
-    view = ClusterView.from_objects(base_cluster(pj), zone_label=SCHEDULER.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj), zone_label=SCHEDULER.zone_label, kept=adapters.KEPT
+    )
     doc = reviews.review_for_pod(grouped.patched)
     doc["request"]["operation"] = "UPDATE"
     doc["request"]["oldObject"] = grouped.patched

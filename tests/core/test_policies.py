@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from tests.schemas import CRDS, cilium_policy_errors, kubernetes_errors
-from webhook.core import engine, labels, policies, records, reviews
+from webhook.core import adapters, engine, labels, policies, records, reviews
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
@@ -27,7 +27,7 @@ def decide(
     pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime, mode: PolicyMode
 ) -> engine.Decision:
     settings = Settings(policy_mode=mode)
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     return engine.decide(
         reviews.from_document(reviews.review_for_pod(pod)), view, settings, now=now
     )

@@ -20,13 +20,13 @@ from tests.core.adapters import SAMPLES
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, resources, selectors
 from webhook.core.adapters import base, jobset, kuberay, lws, mpi, trainingoperator, volcano
-from webhook.core.view import INDEXED_LABELS, KEPT_ENV, ClusterView
+from webhook.core.view import ClusterView
 
 GPU = "nvidia.com/gpu"
 
 
 def view(*objects: dict[str, Any]) -> ClusterView:
-    return ClusterView.from_objects(objects, zone_label=ZONE)
+    return ClusterView.from_objects(objects, zone_label=ZONE, kept=adapters.KEPT)
 
 
 def gpu_pod(name: str, node_name: str | None, gpus: int = 1, **labels_: str) -> dict[str, Any]:
@@ -185,13 +185,14 @@ def test_every_label_an_adapter_reads_is_declared_and_kept(module: Any) -> None:
 def test_member_labels_are_indexed(module: Any) -> None:
     reads = _reads(module)
     assert reads.member_labels
-    assert reads.member_labels <= INDEXED_LABELS
-    assert labels.JOB in INDEXED_LABELS
+    indexed = ClusterView(zone_label=ZONE, kept=adapters.KEPT).kept.indexed_labels
+    assert reads.member_labels <= indexed
+    assert labels.JOB in indexed
 
 
 def test_the_env_adapters_read_is_kept() -> None:
     env_names = {*inspect.signature(base.env_world).parameters["names"].default}
-    assert {*env_names, *jobset.MASTER_ENV, lws.GROUP_SIZE_ENV} <= KEPT_ENV
+    assert {*env_names, *jobset.MASTER_ENV, lws.GROUP_SIZE_ENV} <= adapters.KEPT.env
 
 
 @pytest.mark.parametrize(
@@ -204,7 +205,7 @@ def test_a_gangs_members_are_found_through_the_label_index(
 ) -> None:
     gang = adapters.recognise(pod, NS, view(*objects))
     assert gang is not None
-    assert not gang.member_labels or set(gang.member_labels) & INDEXED_LABELS
+    assert not gang.member_labels or set(gang.member_labels) & adapters.KEPT.indexed_labels
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.builders import ZONE, NodeBuilder
-from webhook.core import resources, zones
+from webhook.core import adapters, resources, zones
 from webhook.core.adapters.base import PodGroup
 from webhook.core.settings import NoFit, Placement, Settings
 from webhook.core.view import ClusterView
@@ -30,7 +30,7 @@ def cluster(*zone_gpus: tuple[str, int, int]) -> ClusterView:
         for zone, count, per_node in zone_gpus
         for i in range(count)
     ]
-    return ClusterView.from_objects(nodes, zone_label=ZONE)
+    return ClusterView.from_objects(nodes, zone_label=ZONE, kept=adapters.KEPT)
 
 
 def choose(
@@ -130,6 +130,6 @@ def test_no_fit_leaves_the_pod_unpinned_when_configured() -> None:
 
 
 def test_no_usable_node_in_any_zone() -> None:
-    view = ClusterView.from_objects([NodeBuilder("n").obj()], zone_label=ZONE)
+    view = ClusterView.from_objects([NodeBuilder("n").obj()], zone_label=ZONE, kept=adapters.KEPT)
     choice = choose(view, [PodGroup(1, gpus(8))], reserved={})
     assert (choice.zone, choice.reason) == (None, zones.Reason.NO_ZONES)

@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
@@ -82,7 +82,9 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
 ) -> None:
     pj = pytorchjob()
     settings = Settings(time_budget_seconds=BUDGET)
-    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi(delay=delay)
     api.fail = lambda _op, _m: error
     sink = audit.MemorySink()
@@ -100,8 +102,8 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
         assert answer.status == 200 and resp["allowed"] is True
         assert "patch" not in resp  # admitted unchanged
         assert any("could not finish" in w and why in w for w in resp["warnings"])
-    assert [r["outcome"] for r in sink.records] == ["fail-open"] * 4
-    assert all(why in r["error"] for r in sink.records)
+    assert [r["outcome"] for r in sink.entries] == ["fail-open"] * 4
+    assert all(why in r["error"] for r in sink.entries)
 
 
 async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
@@ -111,7 +113,9 @@ async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
     api = twins.InMemoryApi(delay=0.01)
     replicas = [
         admission.Admitter(
-            view=lambda: ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label),
+            view=lambda: ClusterView.from_objects(
+                base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+            ),
             api=api,
             settings=settings,
             sink=audit.MemorySink(),

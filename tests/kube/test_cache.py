@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder, job, namespace, node
 from tests.kube.apiserver import FakeApiServer, FakeHandler, api_client
-from webhook.core import policies
+from webhook.core import adapters, policies
 from webhook.core.objects import ObjectKey
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, twins
@@ -65,7 +65,7 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
 
 @contextlib.asynccontextmanager
 async def running(lister: InMemoryLister, **options: Any) -> AsyncIterator[WatchCache]:
-    snapshot = ClusterView(zone_label=ZONE_LABEL)
+    snapshot = ClusterView(zone_label=ZONE_LABEL, kept=adapters.KEPT)
     watch_cache = WatchCache(snapshot, lister, **{**FAST, **options})
     watch_cache.start()
     try:
@@ -351,7 +351,7 @@ async def test_an_empty_resource_list_is_ready() -> None:
 async def test_stop_ends_every_worker_promptly_even_while_watching() -> None:
     lister = InMemoryLister([pod("p1")])
     lister.missing_kinds.add(PYTORCH.kind)  # one worker asleep between retries
-    snapshot = ClusterView(zone_label=ZONE_LABEL)
+    snapshot = ClusterView(zone_label=ZONE_LABEL, kept=adapters.KEPT)
     watch_cache = WatchCache(snapshot, lister, missing_retry=60.0, watch_timeout=600)
     watch_cache.start()
     await synced(watch_cache)
@@ -365,7 +365,9 @@ async def test_stop_ends_every_worker_promptly_even_while_watching() -> None:
 
 def test_workers_end_quietly_when_the_loop_is_gone() -> None:
     lister = InMemoryLister([pod("p1")])
-    watch_cache = WatchCache(ClusterView(zone_label=ZONE_LABEL), lister, resources=[PODS], **FAST)
+    watch_cache = WatchCache(
+        ClusterView(zone_label=ZONE_LABEL, kept=adapters.KEPT), lister, resources=[PODS], **FAST
+    )
 
     async def start() -> None:
         watch_cache.start()
@@ -472,7 +474,10 @@ async def test_the_cache_over_the_real_transport(apiserver: FakeApiServer) -> No
     apiserver.routes[("GET", "/api/v1/pods")] = route
     lister = client.KubeLister(api_client(apiserver.url), timeout=5)
     watch_cache = WatchCache(
-        ClusterView(zone_label=ZONE_LABEL), lister, resources=[PODS, PYTORCH], **FAST
+        ClusterView(zone_label=ZONE_LABEL, kept=adapters.KEPT),
+        lister,
+        resources=[PODS, PYTORCH],
+        **FAST,
     )
     watch_cache.start()
     try:

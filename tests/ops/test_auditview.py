@@ -17,8 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from tests.serve.test_audit import record_for
+from tests.scenarios import audit_entry_for, base_cluster, pytorch_pod, pytorchjob
 from webhook.ops import auditview
 from webhook.ops.cli import app
 
@@ -32,7 +31,7 @@ UID_B = "bbbbbbbb-2222-4222-8222-222222222222"
 def base(now: datetime) -> dict[str, Any]:
     """A real admission record (a PyTorchJob's master pinned to zone-c)."""
     pj = pytorchjob()
-    return dict(record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now))
+    return dict(audit_entry_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now))
 
 
 def rec(base: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -53,7 +53,9 @@ class Cluster:
             .obj()
             for rtype, node in (("master", "c-0"), ("worker", "c-1"))
         ]
-        view = ClusterView.from_objects(base_cluster(self.job, *self.pods), zone_label="x")
+        view = ClusterView.from_objects(
+            base_cluster(self.job, *self.pods), zone_label="x", kept=adapters.KEPT
+        )
         gang = adapters.recognise(self.pods[0], NS, view)
         assert gang is not None
         self.policy = policies.build_policy(

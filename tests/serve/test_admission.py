@@ -14,7 +14,8 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import labels, reviews
+from webhook.core import adapters, labels, reviews
+from webhook.core.audit import AuditEntry
 from webhook.core.objects import key_of
 from webhook.core.settings import PolicyMode, Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -34,7 +35,7 @@ def make(
     settings: Settings | None = None,
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView]:
     settings = settings or Settings()
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     sink = audit.MemorySink()
     return (
         admission.Admitter(
@@ -61,7 +62,7 @@ async def test_first_pod_creates_record_then_policy(now: datetime) -> None:
         ("create", "ConfigMap"),
         ("create", "CiliumNetworkPolicy"),
     ]
-    assert sink.records[0]["effects"] == [
+    assert sink.entries[0]["effects"] == [
         {"kind": "ConfigMap", "name": resp["auditAnnotations"]["policy"], "outcome": "created"},
         {
             "kind": "CiliumNetworkPolicy",
@@ -97,7 +98,7 @@ async def test_concurrent_first_admissions_through_two_replicas_agree(
     assert len(zones) == 1 and None not in zones
     kinds = sorted(k[1] for k in api.objects)
     assert kinds == ["CiliumNetworkPolicy", "ConfigMap"]
-    records = sink_a.records + sink_b.records
+    records = sink_a.entries + sink_b.entries
     assert len(records) == 8 and {r["zone"] for r in records} == zones
     assert all(r["outcome"] == "pinned" for r in records)
     # The race really happened: all eight tried to create the record and one won. Replica B,
@@ -105,9 +106,9 @@ async def test_concurrent_first_admissions_through_two_replicas_agree(
     outcomes = [e["outcome"] for r in records for e in r["effects"] if e["kind"] == "ConfigMap"]
     assert outcomes.count("created") == 1 and len(outcomes) == 8
     if zones == {"zone-c"}:
-        assert outcomes.count("followed") == len(sink_b.records)
+        assert outcomes.count("followed") == len(sink_b.entries)
     else:
-        assert outcomes.count("followed") == len(sink_a.records)
+        assert outcomes.count("followed") == len(sink_a.entries)
 
 
 async def test_dry_run_creates_nothing_but_mutates(now: datetime) -> None:
@@ -116,8 +117,8 @@ async def test_dry_run_creates_nothing_but_mutates(now: datetime) -> None:
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), dry_run=True)))
     assert "patch" in resp and api.calls == [] and api.objects == {}
-    assert sink.records[0]["dryRun"] is True
-    assert {e["outcome"] for e in sink.records[0]["effects"]} == {"dry-run"}
+    assert sink.entries[0]["dryRun"] is True
+    assert {e["outcome"] for e in sink.entries[0]["effects"]} == {"dry-run"}
 
 
 @pytest.mark.parametrize(
@@ -139,7 +140,7 @@ async def test_api_failure_fails_open(fault: errors.ApiError, now: datetime) -> 
     assert resp["warnings"] == [
         f"podium could not finish (Kubernetes API: {fault}); the pod was admitted unchanged"
     ]
-    assert (sink.records[0]["outcome"], sink.records[0]["error"]) == (
+    assert (sink.entries[0]["outcome"], sink.entries[0]["error"]) == (
         "fail-open",
         f"Kubernetes API: {fault}",
     )
@@ -152,8 +153,8 @@ async def test_slow_api_fails_open_within_budget(now: datetime) -> None:
     admitter, sink, _ = make(base_cluster(pj), api, now, settings)
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), timeout=1)
     assert "patch" not in response(answer)
-    assert sink.records[0]["reason"] == "fail-open"
-    assert "did not answer within 0.05s" in sink.records[0]["error"]
+    assert sink.entries[0]["reason"] == "fail-open"
+    assert "did not answer within 0.05s" in sink.entries[0]["error"]
 
 
 async def test_missing_cilium_crd_still_pins_and_warns(now: datetime) -> None:
@@ -163,7 +164,7 @@ async def test_missing_cilium_crd_still_pins_and_warns(now: datetime) -> None:
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj())))
     assert resp["auditAnnotations"]["zone"] == "zone-c" and "patch" in resp
     assert "resource is not installed" in resp["warnings"][0]
-    assert sink.records[0]["effects"][1]["outcome"] == "skipped-crd-missing"
+    assert sink.entries[0]["effects"][1]["outcome"] == "skipped-crd-missing"
 
 
 async def test_bug_in_the_decision_fails_open(
@@ -178,7 +179,7 @@ async def test_bug_in_the_decision_fails_open(
     monkeypatch.setattr("webhook.core.engine.decide", boom)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj())))
     assert resp["allowed"] is True and "patch" not in resp
-    assert sink.records[0]["error"] == "internal error: KeyError: 'surprise'"
+    assert sink.entries[0]["error"] == "internal error: KeyError: 'surprise'"
 
 
 async def test_no_api_configured_fails_open(now: datetime) -> None:
@@ -192,7 +193,7 @@ async def test_before_the_cache_has_synced_the_reason_says_so(now: datetime) -> 
     """An empty view would answer namespace-not-enabled for every pod: say what it is instead."""
     pj = pytorchjob()
     admitter = admission.Admitter(
-        view=lambda: ClusterView(zone_label=labels.ZONE_LABEL),
+        view=lambda: ClusterView(zone_label=labels.ZONE_LABEL, kept=adapters.KEPT),
         api=twins.InMemoryApi(),
         settings=Settings(),
         sink=(sink := audit.MemorySink()),
@@ -203,7 +204,7 @@ async def test_before_the_cache_has_synced_the_reason_says_so(now: datetime) -> 
     resp = response(answer)
     assert resp["allowed"] is True and "patch" not in resp
     assert "watch cache has not synced yet" in resp["warnings"][0]
-    (record,) = sink.records
+    (record,) = sink.entries
     assert (record["outcome"], record["reason"]) == ("fail-open", "cache-not-synced")
     assert resp["auditAnnotations"]["outcome"] == "fail-open"
 
@@ -217,17 +218,19 @@ async def test_malformed_review_is_a_400(now: datetime) -> None:
         400,
         {"error": "malformed AdmissionReview: the review has no request object"},
     )
-    assert sink.records == []
+    assert sink.entries == []
 
 
 async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> None:
     class Broken:
-        def write(self, record: audit.AuditRecord) -> None:
+        def write(self, record: AuditEntry) -> None:
             raise OSError("disk full")
 
     pj = pytorchjob()
     settings = Settings()
-    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     admitter = admission.Admitter(
         view=lambda: view, api=twins.InMemoryApi(), settings=settings, sink=Broken()
     )
@@ -304,10 +307,10 @@ async def test_fail_open_survives_a_broken_audit_builder(
     def broken_build(**_: Any) -> Any:
         raise ValueError("bad record")
 
-    monkeypatch.setattr("webhook.serve.audit.build", broken_build)
+    monkeypatch.setattr("webhook.core.audit.build", broken_build)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), uid="u-7")))
     assert resp["uid"] == "u-7" and resp["allowed"] is True and "patch" not in resp
-    assert sink.records == []
+    assert sink.entries == []
 
 
 async def test_label_tampering_update_is_refused_with_403(now: datetime) -> None:
@@ -319,7 +322,7 @@ async def test_label_tampering_update_is_refused_with_403(now: datetime) -> None
     resp = response(await admitter.admit(orjson.dumps(doc)))
     assert resp["allowed"] is False and resp["status"]["code"] == 403
     assert "cannot be changed afterwards" in resp["status"]["message"]
-    assert sink.records[0]["outcome"] == "denied"
+    assert sink.entries[0]["outcome"] == "denied"
 
 
 async def test_requests_past_64_bits_are_decided_not_failed_open(now: datetime) -> None:
@@ -328,9 +331,9 @@ async def test_requests_past_64_bits_are_decided_not_failed_open(now: datetime) 
     api = twins.InMemoryApi()
     admitter, sink, _ = make(base_cluster(pj), api, now)
     resp = response(await admitter.admit(body_for(pod)))
-    assert sink.records[0]["outcome"] != "fail-open", sink.records[0].get("error")
+    assert sink.entries[0]["outcome"] != "fail-open", sink.entries[0].get("error")
     assert "patch" in resp
-    audit.FileSink(Path("/dev/null")).write(sink.records[0])  # serialisable
+    audit.FileSink(Path("/dev/null")).write(sink.entries[0])  # serialisable
 
 
 # -- zone-chooser scheduler ----------------------------------------------------------------------
@@ -359,7 +362,7 @@ async def test_scheduler_mode_every_pod_joins_one_podgroup_created_once(
         groups |= {op["value"]["podGroupName"] for op in patch if "schedulingGroup" in op["path"]}
     assert len(groups) == 1
     assert sorted(k[1] for k in api.objects) == ["CiliumNetworkPolicy", "ConfigMap", "PodGroup"]
-    records = [r for _, sink, _ in replicas for r in sink.records]
+    records = [r for _, sink, _ in replicas for r in sink.entries]
     assert {r["outcome"] for r in records} == {"grouped"}
     created = [e["outcome"] for r in records for e in r["effects"] if e["kind"] == "PodGroup"]
     assert created.count("created") == 1 and len(created) == 4
@@ -371,6 +374,6 @@ async def test_scheduler_mode_dry_run_creates_nothing(now: datetime) -> None:
     admitter, sink, _ = make(base_cluster(pj), api, now, SCHEDULER)
     resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj(), dry_run=True)))
     assert "patch" in resp and api.calls == [] and api.objects == {}
-    effects = sink.records[0]["effects"]
+    effects = sink.entries[0]["effects"]
     assert {e["kind"] for e in effects} == {"ConfigMap", "PodGroup", "CiliumNetworkPolicy"}
     assert {e["outcome"] for e in effects} == {"dry-run"}

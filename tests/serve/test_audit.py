@@ -8,82 +8,18 @@ import logging
 import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import engine, reviews
-from webhook.core.settings import Settings
-from webhook.core.view import ClusterView
+from tests.scenarios import audit_entry_for, base_cluster, pytorch_pod, pytorchjob
+from webhook.core.audit import MARKER, AuditEntry
 from webhook.serve import audit
 from webhook.serve.metrics import Metrics
 
 
-def record_for(
-    pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime
-) -> audit.AuditRecord:
-    request = reviews.from_document(reviews.review_for_pod(pod, uid="r-1"))
-    view = ClusterView.from_objects(objects, zone_label="topology.kubernetes.io/zone")
-    decision = engine.decide(request, view, Settings(), now=now)
-    return audit.build(
-        request=request,
-        decision=decision,
-        time=now,
-        latency_ms=1.23456,
-        effects=[{"kind": "ConfigMap", "name": "x", "outcome": "created"}],
-    )
-
-
-def test_record_has_every_field(now: datetime) -> None:
-    pj = pytorchjob()
-    rec = record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now)
-    assert set(rec) == {
-        "audit",
-        "time",
-        "requestUID",
-        "operation",
-        "namespace",
-        "pod",
-        "user",
-        "outcome",
-        "reason",
-        "detail",
-        "job",
-        "role",
-        "coordinator",
-        "zone",
-        "capacity",
-        "patch",
-        "effects",
-        "warnings",
-        "dryRun",
-        "latencyMs",
-    }
-    assert rec["job"] == {
-        "framework": "pytorchjob",
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "name": "llama",
-        "uid": pj["metadata"]["uid"],
-        "gang": pj["metadata"]["uid"],
-        "demand": {"nvidia.com/gpu": 32, "pods": 4},
-        "demandSource": "job",
-    }
-    assert (rec["role"], rec["coordinator"], rec["zone"], rec["latencyMs"]) == (
-        "master",
-        True,
-        "zone-c",
-        1.235,
-    )
-    assert rec["patch"]["ops"] >= 3 and "/spec/affinity" in rec["patch"]["paths"]
-    assert [c["zone"] for c in rec["capacity"]] == ["zone-a", "zone-b", "zone-c"]
-    json.dumps(rec)  # serialisable as it is
-
-
 def test_sinks_write_one_line_per_record(tmp_path: Path, now: datetime) -> None:
     pj = pytorchjob()
-    rec = record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    rec = audit_entry_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
     stream = io.StringIO()
     path = tmp_path / "audit.jsonl"
     audit.FanOut([audit.StreamSink(stream), audit.FileSink(path)]).write(rec)
@@ -94,14 +30,14 @@ def test_sinks_write_one_line_per_record(tmp_path: Path, now: datetime) -> None:
 
 def test_fan_out_reaches_every_sink_when_one_fails(tmp_path: Path, now: datetime) -> None:
     class Broken:
-        def write(self, record: audit.AuditRecord) -> None:
+        def write(self, record: AuditEntry) -> None:
             raise OSError("stdout closed")
 
         def write_lines(self, data: bytes) -> None:
             raise OSError("stdout closed")
 
     pj = pytorchjob()
-    rec = record_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
+    rec = audit_entry_for(pytorch_pod(pj).obj(), base_cluster(pj), now)
     path = tmp_path / "audit.jsonl"
     fan = audit.FanOut([Broken(), audit.FileSink(path)])
     try:
@@ -123,9 +59,9 @@ class Stalled:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.entered = threading.Event()
-        self.batches: list[list[audit.AuditRecord]] = []
+        self.batches: list[list[AuditEntry]] = []
 
-    def write(self, record: audit.AuditRecord) -> None:
+    def write(self, record: AuditEntry) -> None:
         self.write_lines(audit.line(record))
 
     def write_lines(self, data: bytes) -> None:
@@ -134,15 +70,15 @@ class Stalled:
         self.batches.append([json.loads(text) for text in data.splitlines()])
 
     @property
-    def records(self) -> list[audit.AuditRecord]:
+    def records(self) -> list[AuditEntry]:
         return [r for batch in self.batches for r in batch]
 
 
-def numbered(n: int) -> list[audit.AuditRecord]:
-    return [{"audit": audit.MARKER, "requestUID": f"r-{i}"} for i in range(n)]
+def numbered(n: int) -> list[AuditEntry]:
+    return [{"audit": MARKER, "requestUID": f"r-{i}"} for i in range(n)]
 
 
-def writes_from_another_thread(sink: audit.Sink, records: list[audit.AuditRecord]) -> bool:
+def writes_from_another_thread(sink: audit.Sink, records: list[AuditEntry]) -> bool:
     """Whether ``sink.write`` of every record returned (a blocked one would hang the test)."""
     writer = threading.Thread(target=lambda: [sink.write(r) for r in records], daemon=True)
     writer.start()
@@ -186,10 +122,10 @@ def test_background_sink_drops_new_records_past_its_backlog(
 def test_background_sink_survives_a_failing_sink(caplog: pytest.LogCaptureFixture) -> None:
     class FailsOnce:
         def __init__(self) -> None:
-            self.records: list[audit.AuditRecord] = []
+            self.records: list[AuditEntry] = []
             self.failed = False
 
-        def write(self, record: audit.AuditRecord) -> None:
+        def write(self, record: AuditEntry) -> None:
             self.write_lines(audit.line(record))
 
         def write_lines(self, data: bytes) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import engine, reviews
+from webhook.core import adapters, engine, reviews
 from webhook.core.engine import Decision
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -22,7 +22,9 @@ from webhook.serve import effects
 def first_pod_decision(now: datetime) -> Decision:
     pj = pytorchjob()
     request = reviews.from_document(reviews.review_for_pod(pytorch_pod(pj).obj(), uid="u-1"))
-    view = ClusterView.from_objects(base_cluster(pj), zone_label=Settings().zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj), zone_label=Settings().zone_label, kept=adapters.KEPT
+    )
     decision = engine.decide(request, view, Settings(), now=now)
     assert decision.record is not None and decision.policy is not None and decision.zone
     return decision
@@ -119,7 +121,9 @@ def grouped_decision(now: datetime) -> Decision:
     pj = pytorchjob()
     request = reviews.from_document(reviews.review_for_pod(pytorch_pod(pj).obj(), uid="u-1"))
     settings = Settings(zone_chooser=ZoneChooser.SCHEDULER)
-    view = ClusterView.from_objects(base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     decision = engine.decide(request, view, settings, now=now)
     assert decision.outcome == "grouped" and decision.podgroup is not None
     return decision

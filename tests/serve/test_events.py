@@ -14,11 +14,12 @@ import orjson
 import pytest
 
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, audit, reviews
 from webhook.core.settings import NoFit, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols, twins
-from webhook.serve import admission, audit, events, server
+from webhook.serve import admission, events, server
+from webhook.serve.audit import MemorySink
 from webhook.serve.metrics import Metrics
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -76,12 +77,12 @@ def admitter_for(
     settings: Settings | None = None,
 ) -> admission.Admitter:
     settings = settings or Settings()
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     return admission.Admitter(
         view=lambda: view,
         api=api,
         settings=settings,
-        sink=audit.MemorySink(),
+        sink=MemorySink(),
         clock=lambda: now,
         observe=recorder.observe,
     )
@@ -110,8 +111,8 @@ async def drain(recorder: events.EventRecorder) -> None:
     await asyncio.wait_for(task, 5)
 
 
-def record(**overrides: Any) -> audit.AuditRecord:
-    base: audit.AuditRecord = {
+def record(**overrides: Any) -> audit.AuditEntry:
+    base: audit.AuditEntry = {
         "requestUID": "u-1",
         "namespace": "team-a",
         "pod": "llama-worker-",
@@ -150,8 +151,8 @@ async def test_the_first_pod_of_a_job_reports_the_zone_and_the_policy_on_the_job
     api = twins.InMemoryApi()
     admitter = admitter_for(base_cluster(pj), api, now, recorder)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
-    assert answer.record is not None
-    zone = answer.record["zone"]
+    assert answer.entry is not None
+    zone = answer.entry["zone"]
     await drain(recorder)
     assert poster.reasons() == ["ZonePinned", "PolicyCreated"]
     pinned, policy = poster.posted
@@ -169,12 +170,12 @@ async def test_the_first_pod_of_a_job_reports_the_zone_and_the_policy_on_the_job
         }
         assert event["reportingController"] == "podium.dev/webhook"
         assert event["reportingInstance"] == "podium-7d9f-abcde"
-    assert zone and zone in pinned["note"] and answer.record["reason"] in pinned["note"]
+    assert zone and zone in pinned["note"] and answer.entry["reason"] in pinned["note"]
     assert pinned["related"]["kind"] == "ConfigMap"
     assert policy["related"] == {
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumNetworkPolicy",
-        "name": answer.record["effects"][1]["name"],
+        "name": answer.entry["effects"][1]["name"],
         "namespace": NS,
     }
     assert {k for k in api.objects if k[1] == "Event"} == set()  # events go to the poster only
@@ -302,7 +303,7 @@ async def test_an_unpinned_job_through_the_admitter(
     settings = Settings(no_fit=NoFit.UNPINNED)
     admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder, settings)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
-    assert answer.record is not None and answer.record["outcome"] == "unpinned"
+    assert answer.entry is not None and answer.entry["outcome"] == "unpinned"
     await drain(recorder)
     assert "Unpinned" in poster.reasons()
 

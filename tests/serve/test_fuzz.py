@@ -26,7 +26,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import twins
@@ -43,7 +43,7 @@ class App:
     def __init__(self) -> None:
         settings = Settings()
         objects = base_cluster(JOB, OTHER_JOB)
-        view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+        view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
         self.sink = audit.MemorySink()
         admitter = admission.Admitter(
             view=lambda: view, api=twins.InMemoryApi(), settings=settings, sink=self.sink
@@ -391,5 +391,5 @@ def test_a_huge_body_without_a_length_is_cut_off(app: App) -> None:
 def test_the_audit_trail_saw_no_exception(app: App) -> None:
     """Runs last in the module: nothing the fuzzers sent escaped as an internal error."""
     assert COUNTS["pod shapes"] > 0
-    internal = [r for r in app.sink.records if "internal error" in str(r.get("error", ""))]
+    internal = [r for r in app.sink.entries if "internal error" in str(r.get("error", ""))]
     assert internal == []

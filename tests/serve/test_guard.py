@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from webhook.core import policies
+from webhook.core import adapters, policies
 from webhook.core.settings import OldCilium, PolicyMode, Settings
 from webhook.core.view import ClusterView
 from webhook.serve import audit, guard
@@ -36,7 +36,7 @@ def crd(*, default_deny: bool) -> dict[str, Any]:
 def make(
     settings: Settings = DEFAULTS, ready: bool = True
 ) -> tuple[guard.CiliumGuard, ClusterView, audit.MemorySink]:
-    view = ClusterView(zone_label="z")
+    view = ClusterView(zone_label="z", kept=adapters.KEPT)
     sink = audit.MemorySink()
     keeper = guard.CiliumGuard(
         view=lambda: view, ready=lambda: ready, settings=settings, sink=sink, clock=lambda: NOW
@@ -61,7 +61,7 @@ def test_an_old_cilium_is_said_once_and_its_fix_too(caplog: pytest.LogCaptureFix
     record = keeper.check()
     assert record is not None and record["reason"] == "cilium-crd-additive"
     assert not keeper.withholding
-    assert [r["reason"] for r in sink.records] == [
+    assert [r["reason"] for r in sink.entries] == [
         "cilium-crd-without-enable-default-deny",
         "cilium-crd-additive",
     ]
@@ -89,7 +89,7 @@ def test_only_cilium_mode_with_skip_policy_withholds(settings: Settings, withhol
 def test_nothing_is_said_before_the_cache_has_synced() -> None:
     keeper, view, sink = make(ready=False)
     view.apply("ADDED", crd(default_deny=False))
-    assert keeper.check() is None and sink.records == []
+    assert keeper.check() is None and sink.entries == []
 
 
 async def test_the_loop_checks_until_stopped() -> None:
@@ -99,9 +99,9 @@ async def test_the_loop_checks_until_stopped() -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(keeper.run(stop))
     for _ in range(200):
-        if sink.records:
+        if sink.entries:
             break
         await asyncio.sleep(0.01)
     stop.set()
     await task
-    assert [r["reason"] for r in sink.records] == ["cilium-crd-without-enable-default-deny"]
+    assert [r["reason"] for r in sink.entries] == ["cilium-crd-without-enable-default-deny"]

@@ -9,9 +9,8 @@ from datetime import datetime
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from tests.serve.test_audit import record_for
-from webhook.serve import audit
+from tests.scenarios import audit_entry_for, base_cluster, pytorch_pod, pytorchjob
+from webhook.core.audit import AuditEntry
 from webhook.serve.metrics import Metrics
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -26,9 +25,9 @@ def samples(metrics: Metrics) -> Samples:
 
 
 @pytest.fixture
-def pinned(now: datetime) -> audit.AuditRecord:
+def pinned(now: datetime) -> AuditEntry:
     pj = pytorchjob()
-    record = record_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now)
+    record = audit_entry_for(pytorch_pod(pj, "master").obj(), base_cluster(pj), now)
     record["effects"] = [
         {"kind": "ConfigMap", "name": "r", "outcome": "created"},
         {"kind": "CiliumNetworkPolicy", "name": "p", "outcome": "created"},
@@ -37,7 +36,7 @@ def pinned(now: datetime) -> audit.AuditRecord:
 
 
 def test_an_admission_counts_its_outcome_zone_latency_and_policy(
-    pinned: audit.AuditRecord,
+    pinned: AuditEntry,
 ) -> None:
     metrics = Metrics()
     metrics.observe(pinned)
@@ -53,7 +52,7 @@ def test_an_admission_counts_its_outcome_zone_latency_and_policy(
     assert got[("podium_fail_open_total", ())] == 0
 
 
-def test_a_fail_open_counts_as_such_and_pins_no_zone(pinned: audit.AuditRecord) -> None:
+def test_a_fail_open_counts_as_such_and_pins_no_zone(pinned: AuditEntry) -> None:
     metrics = Metrics()
     metrics.observe({**pinned, "outcome": "fail-open", "reason": "api-error", "zone": None})
     got = samples(metrics)
@@ -62,14 +61,14 @@ def test_a_fail_open_counts_as_such_and_pins_no_zone(pinned: audit.AuditRecord) 
 
 
 def test_a_policy_that_already_existed_is_not_counted_as_created(
-    pinned: audit.AuditRecord,
+    pinned: AuditEntry,
 ) -> None:
     metrics = Metrics()
     metrics.observe({**pinned, "effects": [{"kind": "CiliumNetworkPolicy", "outcome": "exists"}]})
     assert not any(name == "podium_policies_created_total" for name, _ in samples(metrics))
 
 
-def test_two_metrics_do_not_share_a_registry(pinned: audit.AuditRecord) -> None:
+def test_two_metrics_do_not_share_a_registry(pinned: AuditEntry) -> None:
     first, second = Metrics(), Metrics()
     first.observe(pinned)
     assert samples(first)[("podium_admission_duration_seconds_count", ())] == 1

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.builders import JobBuilder, PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -35,7 +35,7 @@ def setup(
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView, twins.InMemoryApi]:
     """An admitter whose view holds ``in_view`` while the apiserver also has ``in_api``."""
     settings = settings or Settings()
-    view = ClusterView.from_objects(in_view, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(in_view, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = api or twins.InMemoryApi()
     for obj in [*in_view, *in_api]:
         api.put(obj)
@@ -67,7 +67,7 @@ async def test_a_job_the_watch_has_not_delivered_is_read_and_sizes_the_gang(
     pj = pytorchjob(workers=3)
     admitter, sink, view, api = setup(base_cluster(), [pj], now)
     await admitter.admit(body_for(pytorch_pod(pj, "master").obj()))
-    (record,) = sink.records
+    (record,) = sink.entries
     assert gets(api) == [("PyTorchJob", "llama")]
     assert record["read"] == ["PyTorchJob/llama"]
     assert record["job"] is not None
@@ -82,7 +82,7 @@ async def test_without_the_read_the_same_pod_gets_a_guessed_size(now: datetime) 
     admitter, sink, _, _ = setup(base_cluster(), [pj], now)
     admitter.read_owners = None
     await admitter.admit(body_for(pytorch_pod(pj, "master").obj()))
-    (record,) = sink.records
+    (record,) = sink.entries
     assert "read" not in record
     assert record["job"] is not None and record["job"]["demandSource"] != "job"
 
@@ -92,7 +92,7 @@ async def test_an_owner_the_view_holds_costs_no_request(now: datetime) -> None:
     admitter, sink, _, api = setup(base_cluster(pj), [], now)
     await admitter.admit(body_for(pytorch_pod(pj).obj()))
     assert gets(api) == []
-    assert "read" not in sink.records[0]
+    assert "read" not in sink.entries[0]
 
 
 async def test_the_chain_is_read_up_to_the_job(now: datetime) -> None:
@@ -107,7 +107,7 @@ async def test_the_chain_is_read_up_to_the_job(now: datetime) -> None:
     admitter, sink, view, api = setup(base_cluster(), [js, batch], now)
     await admitter.admit(body_for(pod))
     assert gets(api) == [("Job", "train-node-0"), ("JobSet", "train")]
-    assert sink.records[0]["read"] == ["Job/train-node-0", "JobSet/train"]
+    assert sink.entries[0]["read"] == ["Job/train-node-0", "JobSet/train"]
     assert held(view, batch) is not None and held(view, js) is not None
 
 
@@ -119,7 +119,7 @@ async def test_a_job_re_created_under_the_name_is_not_taken_for_the_pods_owner(
     admitter, sink, view, api = setup(base_cluster(), [new], now)
     await admitter.admit(body_for(pytorch_pod(old).obj()))
     assert gets(api) == [("PyTorchJob", "llama")]
-    assert "read" not in sink.records[0]
+    assert "read" not in sink.entries[0]
     assert held(view, new) is None
 
 
@@ -133,7 +133,7 @@ async def test_an_older_job_of_the_same_name_in_the_view_is_replaced(now: dateti
     admitter.read_owners.api = api
     api.put(new)
     await admitter.admit(body_for(pytorch_pod(new).obj()))
-    assert sink.records[0]["read"] == ["PyTorchJob/llama"]
+    assert sink.entries[0]["read"] == ["PyTorchJob/llama"]
     job = held(view, new)
     assert job is not None and job["metadata"]["uid"] == "new-uid"
 
@@ -147,7 +147,7 @@ async def test_a_gone_owner_or_a_kind_podium_does_not_read_costs_at_most_one_req
     replica_set_pod = PodBuilder(NS, name="web-1").owner("apps/v1", "ReplicaSet", "web", "u").obj()
     await admitter.admit(body_for(replica_set_pod))
     assert gets(api) == [("PyTorchJob", "llama")]
-    assert all("read" not in r for r in sink.records)
+    assert all("read" not in r for r in sink.entries)
 
 
 async def test_an_api_error_leaves_the_decision_to_the_view(now: datetime) -> None:
@@ -156,7 +156,7 @@ async def test_an_api_error_leaves_the_decision_to_the_view(now: datetime) -> No
     api.fail = lambda op, key: errors.ApiError("etcd is sad", status=500) if op == "get" else None
     admitter, sink, _, _ = setup(base_cluster(), [pj], now, api=api)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
-    (record,) = sink.records
+    (record,) = sink.entries
     assert answer.body["response"]["allowed"] is True
     assert record["outcome"] == "pinned" and "read" not in record
 
@@ -175,7 +175,7 @@ async def test_a_slow_apiserver_costs_a_quarter_of_the_budget_not_the_admission(
     settings = Settings(time_budget_seconds=0.4)
     admitter, sink, _, _ = setup(base_cluster(), [pj], now, api=SlowGets(), settings=settings)
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), timeout=5)
-    (record,) = sink.records
+    (record,) = sink.entries
     assert answer.body["response"]["allowed"] is True
     assert record["outcome"] == "pinned" and "read" not in record
 
@@ -214,7 +214,9 @@ def test_any_owner_references_never_break_the_reader(refs: Any) -> None:
     """Owner references come from the request: whatever their shape, the reader reads at most
     what it may and raises nothing but ``ApiError``."""
     pj = pytorchjob()
-    view = ClusterView.from_objects(base_cluster(), zone_label=Settings().zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(), zone_label=Settings().zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi()
     api.put(pj)
     reader = owners.OwnerReader(WatchCache(view, twins.InMemoryLister()), api)

@@ -14,12 +14,13 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, engine, labels, policies
+from webhook.core import adapters, audit, engine, labels, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
-from webhook.serve import audit, reconciler
+from webhook.serve import reconciler
+from webhook.serve.audit import MemorySink
 from webhook.serve.reconciler import ORPHAN_SINCE, Action, Owned, Tuning
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -45,7 +46,9 @@ class World:
 
     def view(self, *, job: bool = True, pods: bool = True) -> ClusterView:
         objects = base_cluster(*([self.job] if job else []), *(self.pods if pods else []))
-        return ClusterView.from_objects(objects, zone_label=self.settings.zone_label)
+        return ClusterView.from_objects(
+            objects, zone_label=self.settings.zone_label, kept=adapters.KEPT
+        )
 
     def plan(
         self,
@@ -90,7 +93,9 @@ def make_world(mode: PolicyMode = PolicyMode.CILIUM, created: str = OLD) -> Worl
         for rtype in ("master", "worker")
     ]
     settings = Settings(policy_mode=mode)
-    view = ClusterView.from_objects(base_cluster(pj, *pods), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        base_cluster(pj, *pods), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     gang = adapters.recognise(pods[0], NS, view)
     assert gang is not None
     record = policies.build_record(
@@ -392,7 +397,7 @@ def test_disowned_label(world: World, case: str, why: str | None) -> None:
     if case == "another job's pod":
         pod["metadata"]["labels"][labels.JOB] = world.gang.key
     objects = [world.job, other] if case != "own pod, job being deleted" else [other]
-    view = ClusterView.from_objects(base_cluster(*objects, pod), zone_label="x")
+    view = ClusterView.from_objects(base_cluster(*objects, pod), zone_label="x", kept=adapters.KEPT)
     found = engine.disowned_label(pod, NS, view)
     assert (found is None) if why is None else (found is not None and found.startswith(why))
 
@@ -444,7 +449,7 @@ def test_only_podium_itself_may_remove_the_label(world: World) -> None:
 class Live:
     world: World
     api: twins.InMemoryObjects
-    sink: audit.MemorySink
+    sink: MemorySink
     rec: reconciler.Reconciler
     clock: list[datetime]
     view: dict[str, ClusterView]
@@ -457,7 +462,7 @@ def live(world: World) -> Live:
     api.put(world.job)
     api.put(world.record)
     api.put(world.policy)
-    sink = audit.MemorySink()
+    sink = MemorySink()
     clock = [NOW]
     view = {"now": world.view()}
     leading = [True]
@@ -488,7 +493,7 @@ async def test_executor_recreates_a_deleted_policy_and_audits_it(live: Live) -> 
     assert [(r["outcome"], r["action"], r["reason"], r["result"]) for r in records] == [
         ("reconcile", "create", "missing-policy", "created")
     ]
-    assert live.sink.records == records
+    assert live.sink.entries == records
     assert records[0]["audit"] == audit.MARKER
     assert records[0]["job"]["kind"] == "PyTorchJob"
     assert stored(live, "CiliumNetworkPolicy") is not None
@@ -595,7 +600,7 @@ async def test_a_missing_policy_crd_is_reported_not_raised(world: World) -> None
         ready=lambda: True,
         api=api,
         settings=world.settings,
-        sink=audit.MemorySink(),
+        sink=MemorySink(),
         clock=lambda: NOW,
     )
     (record,) = await rec.run_once()
@@ -640,9 +645,9 @@ async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Li
     pod = spoof(live.world)
     live.api.put(pod)
     live.view["now"] = ClusterView.from_objects(
-        base_cluster(live.world.job, *live.world.pods, pod), zone_label="x"
+        base_cluster(live.world.job, *live.world.pods, pod), zone_label="x", kept=adapters.KEPT
     )
-    seen: list[audit.AuditRecord] = []
+    seen: list[audit.AuditEntry] = []
     live.rec.observe = seen.append
     (record,) = await live.rec.run_once()
     assert (record["action"], record["reason"], record["result"]) == (
@@ -652,7 +657,7 @@ async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Li
     )
     assert (record["pod"], record["namespace"]) == ("spy", NS)
     assert record["job"]["uid"] == live.world.job["metadata"]["uid"]
-    assert seen == [record] and live.sink.records == [record]
+    assert seen == [record] and live.sink.entries == [record]
     stored_pod = live.api.objects[("", "Pod", NS, "spy")]
     assert labels.JOB not in stored_pod["metadata"]["labels"]
 
@@ -808,7 +813,9 @@ def test_on_an_old_cilium_the_reconciler_writes_no_policy(world: World) -> None:
     }
     old = before_zone_labels(world, "c-1", "c-2")
     view = ClusterView.from_objects(
-        base_cluster(world.job, *old.pods, crd), zone_label=world.settings.zone_label
+        base_cluster(world.job, *old.pods, crd),
+        zone_label=world.settings.zone_label,
+        kept=adapters.KEPT,
     )
     owned = Owned(decisions=[world.record], policies=[])
     plan = reconciler.plan(view, world.settings, owned=owned, now=NOW, tuning=TUNING)

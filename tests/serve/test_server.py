@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import reviews
+from webhook.core import adapters, reviews
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache, errors, twins
@@ -57,7 +57,9 @@ class World:
 def make_world(*, ready: bool = True, objects: list[dict[str, Any]] | None = None) -> World:
     settings = Settings()
     pj = pytorchjob()
-    view = ClusterView.from_objects(objects or base_cluster(pj), zone_label=settings.zone_label)
+    view = ClusterView.from_objects(
+        objects or base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
     api = twins.InMemoryApi()
     sink = audit.MemorySink()
     metrics = Metrics()
@@ -175,7 +177,7 @@ def test_a_pytorchjob_pod_is_pinned_with_a_json_patch(world: World, client: Clie
     assert affinity, decoded_patch(resp)
     assert resp["auditAnnotations"]["outcome"] == "pinned"
     assert {key[1] for key in world.api.objects} == {"ConfigMap", "CiliumNetworkPolicy"}
-    assert [r["outcome"] for r in world.sink.records] == ["pinned"]
+    assert [r["outcome"] for r in world.sink.entries] == ["pinned"]
 
 
 def test_a_content_type_with_parameters_is_json(world: World, client: Client) -> None:
@@ -219,7 +221,7 @@ def test_a_declared_body_over_3_mib_is_413_before_reading(world: World, client: 
     response = post(client, b"{}", headers)
     assert response.status_code == 413
     assert "exceeds 3145728 bytes" in response.json()["error"]
-    assert world.sink.records == []
+    assert world.sink.entries == []
 
 
 def test_an_undeclared_body_over_3_mib_is_413(world: World, client: Client) -> None:
@@ -232,7 +234,7 @@ def test_an_undeclared_body_over_3_mib_is_413(world: World, client: Client) -> N
 
     response = client.post("/mutate", content=chunks(), headers=JSON_HEADERS)
     assert response.status_code == 413
-    assert world.sink.records == []
+    assert world.sink.entries == []
 
 
 def test_a_body_of_exactly_3_mib_is_read(client: Client) -> None:
@@ -347,8 +349,8 @@ def test_metrics_count_admissions(world: World, client: Client) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     got = samples(world.metrics)
-    zone = world.sink.records[0]["zone"]
-    reason = world.sink.records[0]["reason"]
+    zone = world.sink.entries[0]["zone"]
+    reason = world.sink.entries[0]["reason"]
     assert got[("podium_admissions_total", (("outcome", "pinned"), ("reason", reason)))] == 2
     assert got[("podium_zone_decisions_total", (("zone", zone),))] == 2
     assert got[("podium_policies_created_total", (("kind", "CiliumNetworkPolicy"),))] == 1
@@ -373,7 +375,7 @@ async def test_the_lifespan_runs_the_watch_cache() -> None:
     settings = Settings()
     pj = pytorchjob()
     lister = twins.InMemoryLister(base_cluster(pj))
-    view = ClusterView(zone_label=settings.zone_label)
+    view = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
     watch_cache = cache.WatchCache(view, lister, backoff_initial=0.01)
     metrics = Metrics()
     admitter = admission.Admitter(

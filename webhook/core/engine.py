@@ -313,40 +313,47 @@ def _pin(
             since=now - timedelta(seconds=settings.reservation_seconds), exclude=gang.key
         ),
     )
+    return _pinned(
+        pod, namespace, gang, view, settings, choice=choice, record=record, unfit=unfit, now=now
+    )
+
+
+def _pinned(
+    pod: Obj,
+    namespace: str,
+    gang: Gang,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    choice: zones.ZoneChoice,
+    record: Record | None,
+    unfit: str,
+    now: datetime,
+) -> Decision:
+    """The pod pinned to the zone podium chose (or left unpinned), with the gang's record and
+    policy to create."""
+    recorded_zone = record.zone if record else None
     policy_name, policy, withheld = _policy(
         gang, namespace, view, settings, zone=choice.zone, record_zone=recorded_zone or choice.zone
     )
-    annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
-    earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
-    if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
-        # Reinvoked on a pod podium already pinned: same zone, so keep the first reason and
-        # answer with an empty patch.
-        annotations[labels.REASON] = str(earlier[labels.REASON])
-    if policy_name is not None:
-        annotations[labels.POLICY] = policy_name
     after, patch = mutation.pin(
         pod,
         zone=choice.zone,
         gang_key=gang.key,
         zone_label=settings.zone_label,
-        annotations=annotations,
+        annotations=_pin_annotations(pod, choice, policy_name),
     )
-    effects: list[Manifest] = []
-    if record is None:
-        effects.append(
-            policies.build_record(
-                gang=gang,
-                namespace=namespace,
-                zone=choice.zone,
-                reason=str(choice.reason),
-                detail=choice.detail,
-                decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
-            )
-        )
+    effects = _record_unless_held(
+        record,
+        gang=gang,
+        namespace=namespace,
+        zone=choice.zone,
+        reason=str(choice.reason),
+        detail=choice.detail,
+        now=now,
+    )
     effects.extend(policy)
-    warnings = list(choice.warnings)
-    if spec.get("hostNetwork"):
-        warnings.append(HOST_NETWORK_WARNING)
+    warnings = [*choice.warnings, *_host_network(pod)]
     if withheld:
         warnings.append(withheld)
     return Decision(
@@ -365,6 +372,47 @@ def _pin(
         capacity=choice.capacity,
         policy_name=policy_name,
     )
+
+
+def _pin_annotations(pod: Obj, choice: zones.ZoneChoice, policy_name: str | None) -> dict[str, str]:
+    """podium's annotations on a pinned pod: its zone, why, and the policy that covers it."""
+    annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
+    earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
+    if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
+        # Reinvoked on a pod podium already pinned: same zone, so keep the first reason and
+        # answer with an empty patch.
+        annotations[labels.REASON] = str(earlier[labels.REASON])
+    if policy_name is not None:
+        annotations[labels.POLICY] = policy_name
+    return annotations
+
+
+def _record_unless_held(
+    record: Record | None,
+    *,
+    gang: Gang,
+    namespace: str,
+    zone: str | None,
+    reason: str,
+    detail: str,
+    now: datetime,
+    chooser: str = ZoneChooser.PODIUM.value,
+) -> list[Manifest]:
+    """The gang's decision record to create, unless the gang has one already."""
+    if record is not None:
+        return []
+    decided_at = now.astimezone(UTC).isoformat(timespec="seconds")
+    return [
+        policies.build_record(
+            gang=gang,
+            namespace=namespace,
+            zone=zone,
+            reason=reason,
+            detail=detail,
+            decided_at=decided_at,
+            chooser=chooser,
+        )
+    ]
 
 
 def _policy(
@@ -441,49 +489,29 @@ def _group(
     are created, the scheduler's topology constraint keeps the gang in one zone, and scoping the
     policy later would mean relabelling running pods, which changes their Cilium identity under
     NCCL's open connections (docs/design.md, "zone chooser")."""
-    policy_kind = policies.policy_kind(settings.policy_mode)
-    policy = policies.build_policy(
-        gang=gang, namespace=namespace, mode=settings.policy_mode, scope=PolicyScope.JOB, zone=None
-    )
-    policy_name = policy["metadata"]["name"] if policy is not None else None
-    annotations = {labels.ZONE: "", labels.REASON: podgroups.REASON}
-    if policy_name is not None:
-        annotations[labels.POLICY] = policy_name
-    labelled, patch = mutation.pin(
-        pod, zone=None, gang_key=gang.key, zone_label=settings.zone_label, annotations=annotations
-    )
-    after, join = podgroups.join(labelled, name)
+    policy_name, policy = _job_wide_policy(gang, namespace, view, settings)
+    after, patch = _join_podgroup(pod, gang, settings, name=name, policy_name=policy_name)
     size = podgroups.size_of(gang)
     detail = (
         f"kube-scheduler places all {size} pods of {gang.display} in one {settings.zone_label} "
         f"domain (PodGroup {name})"
     )
-    effects: list[Manifest] = []
-    if record is None:
-        effects.append(
-            policies.build_record(
-                gang=gang,
-                namespace=namespace,
-                zone=None,
-                reason=podgroups.REASON,
-                detail=detail,
-                decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
-                chooser=ZoneChooser.SCHEDULER.value,
-            )
-        )
+    effects = _record_unless_held(
+        record,
+        gang=gang,
+        namespace=namespace,
+        zone=None,
+        reason=podgroups.REASON,
+        detail=detail,
+        now=now,
+        chooser=ZoneChooser.SCHEDULER.value,
+    )
     # Every pod asks for the PodGroup (AlreadyExists is fine): the view does not hold PodGroups,
     # and a pod naming a PodGroup that never comes would wait for it for ever.
     effects.append(
         podgroups.build_podgroup(gang=gang, namespace=namespace, zone_label=settings.zone_label)
     )
-    if (
-        policy_kind is not None
-        and policy is not None
-        and policy_name is not None
-        and view.get(*policy_kind, namespace, policy_name) is None
-    ):
-        effects.append(policy)
-    spec: Obj = pod.get("spec") or {}
+    effects.extend(policy)
     return Decision(
         outcome="grouped",
         reason=podgroups.REASON,
@@ -491,13 +519,53 @@ def _group(
         namespace=namespace,
         pod=pod,
         patched=after,
-        patch=patch + join,
+        patch=patch,
         gang=gang,
         zone=record.zone if record is not None else None,
         effects=tuple(effects),
-        warnings=(HOST_NETWORK_WARNING,) if spec.get("hostNetwork") else (),
+        warnings=_host_network(pod),
         policy_name=policy_name,
     )
+
+
+def _join_podgroup(
+    pod: Obj, gang: Gang, settings: Settings, *, name: str, policy_name: str | None
+) -> tuple[Obj, list[Manifest]]:
+    """The pod labelled as the gang's, annotated with no zone, and in PodGroup ``name``; the
+    patch that does it."""
+    annotations = {labels.ZONE: "", labels.REASON: podgroups.REASON}
+    if policy_name is not None:
+        annotations[labels.POLICY] = policy_name
+    labelled, patch = mutation.pin(
+        pod, zone=None, gang_key=gang.key, zone_label=settings.zone_label, annotations=annotations
+    )
+    after, join = podgroups.join(labelled, name)
+    return after, patch + join
+
+
+def _host_network(pod: Obj) -> tuple[str, ...]:
+    """The warning for a pod on the host's network (a policy does not cover it), if it is."""
+    return (HOST_NETWORK_WARNING,) if (pod.get("spec") or {}).get("hostNetwork") else ()
+
+
+def _job_wide_policy(
+    gang: Gang, namespace: str, view: ClusterView, settings: Settings
+) -> tuple[str | None, list[Manifest]]:
+    """The name of the gang's job-wide policy (None without a policy mode), and the policy to
+    create when the view does not hold it yet."""
+    policy_kind = policies.policy_kind(settings.policy_mode)
+    policy = policies.build_policy(
+        gang=gang, namespace=namespace, mode=settings.policy_mode, scope=PolicyScope.JOB, zone=None
+    )
+    policy_name = policy["metadata"]["name"] if policy is not None else None
+    if (
+        policy_kind is not None
+        and policy is not None
+        and policy_name is not None
+        and view.get(*policy_kind, namespace, policy_name) is None
+    ):
+        return policy_name, [policy]
+    return policy_name, []
 
 
 def _recorded(view: ClusterView, namespace: str, name: str, gang_key: str) -> Record | None:

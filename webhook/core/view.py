@@ -6,16 +6,19 @@ a cluster at the official scale limits (5,000 nodes, 150,000 pods) fits in well 
 
 * a node as a ``NodeInfo`` (zone, labels, allocatable, usable, taints), not the node object;
 * a pod as a ``PodSummary``: identity, node, phase, requests, controller reference, and only the
-  labels, annotations and env values podium's adapters read from *other* pods (``KEPT_*``). The
+  labels, annotations and env values podium's adapters read from *other* pods (``Kept``). The
   pod object podium admits comes from the review, never from here;
 * everything else (namespaces, job objects, batch Jobs, StatefulSets, podium's records and
   policies) as the object itself: there are few of them.
 
 Everything a decision asks is answered without a scan of all pods or all nodes: per-node and
 per-gang usage are kept incrementally on every pod event; pods are indexed by the labels that
-name a gang's members (``INDEXED_LABELS``); candidate nodes are cached per scheduling constraint,
-grouped by zone, with each zone's summed free capacity kept current as pods and nodes change;
-decision records are kept in the order they were decided.
+name a gang's members (``Kept.indexed_labels``); candidate nodes are cached per scheduling
+constraint, grouped by zone, with each zone's summed free capacity kept current as pods and
+nodes change; decision records are kept in the order they were decided.
+
+What to keep of pods is handed in (``Kept``, made by the adapters registry as ``adapters.KEPT``)
+rather than read from the registry: every adapter reads the view, so the view imports no adapter.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from webhook.core import adapters, labels, records, resources, selectors
+from webhook.core import labels, records, resources, selectors
 from webhook.core.objects import (
     EventType,
     Obj,
@@ -44,14 +47,6 @@ from webhook.core.objects import (
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
-#: Label and annotation keys kept on pods: podium's own, and every framework label, annotation
-#: and env value an adapter reads from a pod (``adapters.base.Reads``).
-KEPT_PREFIXES = (labels.PREFIX, *adapters.POD_PREFIXES)
-KEPT_KEYS = adapters.POD_KEYS
-KEPT_ENV = adapters.POD_ENV
-#: Labels that name all members of a gang (``Gang.member_labels``, podium's trusted label): pods
-#: are indexed by (namespace, key, value) on these, so finding a gang's members reads only them.
-INDEXED_LABELS = frozenset({labels.JOB, *adapters.MEMBER_LABELS})
 #: How many distinct scheduling constraints keep a cached set of candidate nodes.
 CANDIDATE_CACHE_SIZE = 16
 _EMPTY: Mapping[str, str] = {}
@@ -62,19 +57,61 @@ def _intern(value: object) -> str:
     return sys.intern(value) if isinstance(value, str) else sys.intern(str(value))
 
 
-def _kept(key: str) -> bool:
-    return key.startswith(KEPT_PREFIXES) or key in KEPT_KEYS
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Kept:
+    """What the view keeps of every pod besides its identity, node, phase and requests: the
+    labels and annotations under ``prefixes`` or named in ``keys``, the literal values of the
+    ``env`` variables, and an index of pods by ``indexed_labels`` (those that name a gang's
+    members). The adapters registry makes the one podium uses (``adapters.KEPT``) from every
+    adapter's ``base.Reads``; ``with_podium`` adds podium's own."""
 
+    prefixes: tuple[str, ...] = ()
+    keys: frozenset[str] = frozenset()
+    env: frozenset[str] = frozenset()
+    indexed_labels: frozenset[str] = frozenset()
 
-def _kept_strings(values: object) -> Mapping[str, str]:
-    if not isinstance(values, Mapping) or not values:
-        return _EMPTY
-    out = {
-        _intern(k): _intern(v) if len(v) <= 64 else v
-        for k, v in values.items()
-        if isinstance(k, str) and isinstance(v, str) and _kept(k)
-    }
-    return out or _EMPTY
+    def with_podium(self) -> Kept:
+        """These plus podium's own labels (kept) and its trusted label (indexed)."""
+        return dataclasses.replace(
+            self,
+            prefixes=tuple(dict.fromkeys((labels.PREFIX, *self.prefixes))),
+            indexed_labels=self.indexed_labels | {labels.JOB},
+        )
+
+    def is_kept(self, key: str) -> bool:
+        return key.startswith(self.prefixes) or key in self.keys
+
+    def strings(self, values: object) -> Mapping[str, str]:
+        """The kept entries of a label or annotation map, interned."""
+        if not isinstance(values, Mapping) or not values:
+            return _EMPTY
+        out = {
+            _intern(k): _intern(v) if len(v) <= 64 else v
+            for k, v in values.items()
+            if isinstance(k, str) and isinstance(v, str) and self.is_kept(k)
+        }
+        return out or _EMPTY
+
+    def env_of(self, spec: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Per container that sets any, the kept env variables' literal values, in order."""
+        containers = spec.get("containers")
+        if not isinstance(containers, list):
+            return ()
+        out = []
+        for container in containers:
+            env = container.get("env") if isinstance(container, Mapping) else None
+            if not isinstance(env, list):
+                continue
+            kept = tuple(
+                (_intern(e["name"]), e["value"])
+                for e in env
+                if isinstance(e, Mapping)
+                and e.get("name") in self.env
+                and isinstance(e.get("value"), str)
+            )
+            if kept:
+                out.append(kept)
+        return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -169,7 +206,7 @@ class PodSummary:
         self.controller = controller
         self.labels = labels
         self.annotations = annotations
-        #: Per container that sets any, the ``KEPT_ENV`` literal values, in order.
+        #: Per container that sets any, the ``Kept.env`` literal values, in order.
         self.env = env
 
     @property
@@ -227,27 +264,6 @@ def _ready(conditions: object) -> str | None:
     return None
 
 
-def _kept_env(spec: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:
-    containers = spec.get("containers")
-    if not isinstance(containers, list):
-        return ()
-    out = []
-    for container in containers:
-        env = container.get("env") if isinstance(container, Mapping) else None
-        if not isinstance(env, list):
-            continue
-        kept = tuple(
-            (_intern(e["name"]), e["value"])
-            for e in env
-            if isinstance(e, Mapping)
-            and e.get("name") in KEPT_ENV
-            and isinstance(e.get("value"), str)
-        )
-        if kept:
-            out.append(kept)
-    return tuple(out)
-
-
 def _is_record(obj: Obj) -> bool:
     obj_labels = (obj.get("metadata") or {}).get("labels") or {}
     return (
@@ -297,14 +313,16 @@ class _Candidates:
 class ClusterView:
     """Objects by kind and name, plus the free capacity of every node, updated per event."""
 
-    def __init__(self, *, zone_label: str) -> None:
+    def __init__(self, *, zone_label: str, kept: Kept) -> None:
         self.zone_label = zone_label
+        #: What is kept of pods: the adapters' reads (``adapters.KEPT``) plus podium's own.
+        self.kept = kept.with_podium()
         #: Every object that is neither a pod nor a node, as it came.
         self._objects: dict[ObjectKey, Obj] = {}
         self._by_uid: dict[str, ObjectKey] = {}
         self._pods: dict[str, dict[str, PodSummary]] = defaultdict(dict)
         self._pod_by_uid: dict[str, PodSummary] = {}
-        #: (namespace, label key, value) → pods by name, for ``INDEXED_LABELS``.
+        #: (namespace, label key, value) → pods by name, for ``kept.indexed_labels``.
         self._pod_index: dict[tuple[str, str, str], dict[str, PodSummary]] = {}
         self._nodes: dict[str, NodeInfo] = {}
         self._used: dict[str, resources.Resources] = defaultdict(dict)
@@ -329,8 +347,8 @@ class ClusterView:
         self._requests = resources.ByShape(resources.pod_requests)
 
     @classmethod
-    def from_objects(cls, objects: Iterable[Obj], *, zone_label: str) -> ClusterView:
-        snap = cls(zone_label=zone_label)
+    def from_objects(cls, objects: Iterable[Obj], *, zone_label: str, kept: Kept) -> ClusterView:
+        snap = cls(zone_label=zone_label, kept=kept)
         for obj in objects:
             snap.apply("ADDED", obj)
         return snap
@@ -404,9 +422,9 @@ class ClusterView:
             ready=_ready(status.get("conditions")),
             requests=self._requests(spec),
             controller=_controller_tuple(pod),
-            labels=_kept_strings(meta.get("labels")),
-            annotations=_kept_strings(meta.get("annotations")),
-            env=_kept_env(spec),
+            labels=self.kept.strings(meta.get("labels")),
+            annotations=self.kept.strings(meta.get("annotations")),
+            env=self.kept.env_of(spec),
         )
 
     def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:
@@ -425,7 +443,7 @@ class ClusterView:
         if pod.uid:
             self._pod_by_uid[pod.uid] = pod
         for key, value in pod.labels.items():
-            if key in INDEXED_LABELS:
+            if key in self.kept.indexed_labels:
                 self._pod_index.setdefault((pod.namespace, key, value), {})[pod.name] = pod
         if pod.bound:
             assert pod.node is not None
@@ -439,7 +457,7 @@ class ClusterView:
         if pod.uid and self._pod_by_uid.get(pod.uid) is pod:
             del self._pod_by_uid[pod.uid]
         for key, value in pod.labels.items():
-            if key in INDEXED_LABELS:
+            if key in self.kept.indexed_labels:
                 index_key = (pod.namespace, key, value)
                 members = self._pod_index.get(index_key)
                 if members is not None and members.get(pod.name) is pod:
@@ -605,7 +623,7 @@ class ClusterView:
         """Pods of ``namespace`` that carry every one of ``labels``; through the label index
         when one of them is indexed, else by a scan of the namespace."""
         wanted = dict(labels or {})
-        indexed = [(k, v) for k, v in wanted.items() if k in INDEXED_LABELS]
+        indexed = [(k, v) for k, v in wanted.items() if k in self.kept.indexed_labels]
         if indexed:
             pools = [self._pod_index.get((namespace, k, v), {}) for k, v in indexed]
             pool: Iterable[PodSummary] = min(pools, key=len).values()
@@ -618,7 +636,7 @@ class ClusterView:
     def pods_in(self, namespace: str, labels: Mapping[str, str] | None = None) -> Iterator[Obj]:
         """Pods of ``namespace`` (carrying every one of ``labels``) as the view holds them.
 
-        Every label a pod filter can name is kept (``KEPT_PREFIXES``); other labels are not, so
+        Every label a pod filter can name is kept (``Kept.prefixes``); other labels are not, so
         filtering on them finds nothing."""
         for pod in self.pod_summaries(namespace, labels):
             yield pod.as_object()

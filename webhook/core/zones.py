@@ -140,32 +140,56 @@ def _by_capacity(
         zone_free = resources.add(nodes.free(), reserved.get(zone, {}), sign=-1)
         fits = resources.fits(total, zone_free) and _packs(demand, nodes.frees(), primary)
         capacity.append(ZoneCapacity(zone, len(nodes.nodes), zone_free, fits))
+    summary = f"{total.get(primary, 0)} {primary} for {sum(g.count for g in demand)} pod(s)"
+    if any(c.fits for c in capacity):
+        return _fitting(
+            tuple(capacity),
+            need=total.get(primary, 0),
+            primary=primary,
+            summary=summary,
+            placement=settings.placement,
+        )
+    return _no_fit(tuple(capacity), primary=primary, summary=summary, no_fit=settings.no_fit)
+
+
+def _fitting(
+    capacity: tuple[ZoneCapacity, ...],
+    *,
+    need: int,
+    primary: str,
+    summary: str,
+    placement: Placement,
+) -> ZoneChoice:
+    """Of the zones the whole job fits in, the tightest (best-fit) or the roomiest."""
     fitting = [c for c in capacity if c.fits]
-    need = total.get(primary, 0)
-    summary = f"{need} {primary} for {sum(g.count for g in demand)} pod(s)"
-    if fitting:
-        if settings.placement is Placement.BEST_FIT:
-            best = min(fitting, key=lambda c: (c.free.get(primary, 0) - need, c.zone))
-            return ZoneChoice(
-                best.zone,
-                Reason.BEST_FIT,
-                f"{best.zone} fits the whole job ({summary}) most tightly",
-                tuple(capacity),
-            )
-        best = min(fitting, key=lambda c: (-c.free.get(primary, 0), c.zone))
+    if placement is Placement.BEST_FIT:
+        best = min(fitting, key=lambda c: (c.free.get(primary, 0) - need, c.zone))
         return ZoneChoice(
             best.zone,
-            Reason.MOST_FREE,
-            f"{best.zone} fits the whole job ({summary}) with the most room",
-            tuple(capacity),
+            Reason.BEST_FIT,
+            f"{best.zone} fits the whole job ({summary}) most tightly",
+            capacity,
         )
+    best = min(fitting, key=lambda c: (-c.free.get(primary, 0), c.zone))
+    return ZoneChoice(
+        best.zone,
+        Reason.MOST_FREE,
+        f"{best.zone} fits the whole job ({summary}) with the most room",
+        capacity,
+    )
+
+
+def _no_fit(
+    capacity: tuple[ZoneCapacity, ...], *, primary: str, summary: str, no_fit: NoFit
+) -> ZoneChoice:
+    """No zone fits the whole job: the roomiest zone, or none (``no-fit``)."""
     roomiest = min(capacity, key=lambda c: (-c.free.get(primary, 0), c.zone))
-    if settings.no_fit is NoFit.PIN_MOST_FREE:
+    if no_fit is NoFit.PIN_MOST_FREE:
         return ZoneChoice(
             roomiest.zone,
             Reason.NO_FIT_MOST_FREE,
             f"no zone has room for the whole job ({summary}); {roomiest.zone} has the most",
-            tuple(capacity),
+            capacity,
             (
                 f"no zone has room for the whole job ({summary}); pinned to {roomiest.zone}, "
                 "which has the most free capacity, so some pods may stay Pending",
@@ -175,7 +199,7 @@ def _by_capacity(
         None,
         Reason.NO_FIT_UNPINNED,
         f"no zone has room for the whole job ({summary})",
-        tuple(capacity),
+        capacity,
         (
             f"no zone has room for the whole job ({summary}); the pod is left unpinned and the job "
             "may be split across zones",

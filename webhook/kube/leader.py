@@ -74,7 +74,7 @@ class LeaderElector:
         self.monotonic = monotonic
         self.wall = wall
         self._renewed_at: float | None = None
-        #: The lease record last seen (holder, renewTime, transitions) and when we saw it change.
+        #: The lease as last seen (holder, renewTime, transitions) and when we saw it change.
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
 
@@ -130,10 +130,10 @@ class LeaderElector:
             return True
         spec: dict[str, Any] = dict(lease.get("spec") or {})
         holder = spec.get("holderIdentity") or ""
-        record = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
+        seen = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
         now = self.monotonic()
-        if record != self._observed:
-            self._observed, self._observed_at = record, now
+        if seen != self._observed:
+            self._observed, self._observed_at = seen, now
         duration = float(spec.get("leaseDurationSeconds") or self.timing.duration)
         if holder and holder != self.identity and now - self._observed_at < duration:
             self._renewed_at = None

@@ -213,7 +213,7 @@ class Store:
             self.objects[key] = doc
             if not silently:
                 kind = "MODIFIED" if old is not None else "ADDED"
-                self._record(_Change(self.resource_version, kind, old, doc))
+                self._append_change(_Change(self.resource_version, kind, old, doc))
             return _copy(doc)
 
     def put(self, obj: Obj, *, silently: bool = False) -> Obj:
@@ -232,7 +232,7 @@ class Store:
             gone = _copy(old)
             gone.setdefault("metadata", {})["resourceVersion"] = self._next_version()
             if not silently:
-                self._record(_Change(self.resource_version, "DELETED", old, gone))
+                self._append_change(_Change(self.resource_version, "DELETED", old, gone))
 
     def check_installed(self, key: ObjectKey) -> None:
         if key[1] in self.missing_kinds:
@@ -306,7 +306,7 @@ class Store:
 
     # -- watches ---------------------------------------------------------------------------------
 
-    def _record(self, change: _Change) -> None:
+    def _append_change(self, change: _Change) -> None:
         which = _type_of(change.new)
         self._history.setdefault(which, []).append(change)
         for stream in self._streams:

@@ -1,9 +1,9 @@
-"""``podium audit``: podium's audit records read back from log lines, filtered, and shown as a
+"""``podium audit``: podium's audit entries read back from log lines, filtered, and shown as a
 table of admissions and a per-gang summary that flags gangs split across zones.
 
 Reading: files, globs, ``-`` for stdin and gzip (by its magic bytes, so a ``.gz`` on stdin works
-too); lines as ``kubectl logs`` prints them with ``--prefix`` and/or ``--timestamps`` (the record
-starts at the first ``{``); other lines are counted, not shown. Records of several inputs are
+too); lines as ``kubectl logs`` prints them with ``--prefix`` and/or ``--timestamps`` (the entry
+starts at the first ``{``); other lines are counted, not shown. Entries of several inputs are
 merged by time. ``follow_lines`` tails files (surviving truncation and rotation by rename).
 
 Grouping is by *gang* — the job's UID, plus the group for group-wise jobs (a LeaderWorkerSet's
@@ -11,7 +11,7 @@ groups are separate gangs and may sit in separate zones) — never by ``Kind/nam
 and resubmitted under the same name is a new gang, and two healthy LWS groups in two zones are
 two gangs in one zone each.
 
-Everything but the I/O at the top is pure: records in, values out; ``cli`` prints.
+Everything but the I/O at the top is pure: entries in, values out; ``cli`` prints.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from typing import IO, Any
 import orjson
 from rich.table import Table
 
+from webhook.core.audit import MARKER, AuditEntry
 from webhook.ops import output
-from webhook.serve.audit import MARKER, AuditRecord
 
 
 class Outcome(enum.StrEnum):
-    """What an audit record says happened (``--outcome``)."""
+    """What an audit entry says happened (``--outcome``)."""
 
     PINNED = "pinned"
     UNPINNED = "unpinned"
@@ -77,14 +77,14 @@ MARKERS = {
 
 @dataclasses.dataclass
 class Tally:
-    """Non-blank lines that were not podium audit records (other log lines, broken JSON)."""
+    """Non-blank lines that were not podium audit entries (other log lines, broken JSON)."""
 
     skipped: int = 0
 
 
-def parse(line: str) -> AuditRecord | None:
-    """The audit record on one log line, or None. A prefix such as ``kubectl logs --prefix`` or
-    ``--timestamps`` adds is allowed: the record starts at the first ``{``."""
+def parse(line: str) -> AuditEntry | None:
+    """The audit entry on one log line, or None. A prefix such as ``kubectl logs --prefix`` or
+    ``--timestamps`` adds is allowed: the entry starts at the first ``{``."""
     start = line.find("{")
     if start < 0:
         return None
@@ -97,12 +97,12 @@ def parse(line: str) -> AuditRecord | None:
     return None
 
 
-def read(lines: Iterable[str], tally: Tally | None = None) -> Iterator[AuditRecord]:
-    """podium's audit records among arbitrary log lines; the others are counted in ``tally``."""
+def read(lines: Iterable[str], tally: Tally | None = None) -> Iterator[AuditEntry]:
+    """podium's audit entries among arbitrary log lines; the others are counted in ``tally``."""
     for line in lines:
-        record = parse(line)
-        if record is not None:
-            yield record
+        entry = parse(line)
+        if entry is not None:
+            yield entry
         elif tally is not None and line.strip():
             tally.skipped += 1
 
@@ -146,9 +146,9 @@ def open_text(spec: str) -> Iterator[IO[str]]:
             text.detach()
 
 
-def time_of(record: Mapping[str, Any]) -> datetime | None:
+def time_of(entry: Mapping[str, Any]) -> datetime | None:
     try:
-        moment = datetime.fromisoformat(str(record.get("time") or ""))
+        moment = datetime.fromisoformat(str(entry.get("time") or ""))
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -157,17 +157,17 @@ def time_of(record: Mapping[str, Any]) -> datetime | None:
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-def load(specs: Sequence[str], tally: Tally | None = None) -> list[AuditRecord]:
-    """Every record of every input, merged by time (records without a time first)."""
-    records: list[AuditRecord] = []
+def load(specs: Sequence[str], tally: Tally | None = None) -> list[AuditEntry]:
+    """Every entry of every input, merged by time (entries without a time first)."""
+    entries: list[AuditEntry] = []
     for spec in specs:
         try:
             with open_text(spec) as text:
-                records.extend(read(text, tally))
+                entries.extend(read(text, tally))
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"cannot read {spec}: {err}") from err
-    records.sort(key=lambda r: time_of(r) or _EPOCH)
-    return records
+    entries.sort(key=lambda r: time_of(r) or _EPOCH)
+    return entries
 
 
 class _Tail:
@@ -296,7 +296,7 @@ class JobQuery:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Filter:
-    """Every filter of ``podium audit``; a record must pass all that are set."""
+    """Every filter of ``podium audit``; an entry must pass all that are set."""
 
     namespace: str | None = None
     job: JobQuery | None = None
@@ -308,21 +308,21 @@ class Filter:
     since: datetime | None = None
     until: datetime | None = None
 
-    def matches(self, record: Mapping[str, Any]) -> bool:
+    def matches(self, entry: Mapping[str, Any]) -> bool:
         checks = (
-            (self.namespace, record.get("namespace")),
-            (self.pod, record.get("pod")),
-            (self.zone, record.get("zone")),
-            (self.outcome, record.get("outcome")),
-            (self.reason, record.get("reason")),
-            (self.user, record.get("user")),
+            (self.namespace, entry.get("namespace")),
+            (self.pod, entry.get("pod")),
+            (self.zone, entry.get("zone")),
+            (self.outcome, entry.get("outcome")),
+            (self.reason, entry.get("reason")),
+            (self.user, entry.get("user")),
         )
         if any(wanted is not None and wanted != value for wanted, value in checks):
             return False
-        if self.job is not None and not self.job.matches(record.get("job")):
+        if self.job is not None and not self.job.matches(entry.get("job")):
             return False
         if self.since is not None or self.until is not None:
-            moment = time_of(record)
+            moment = time_of(entry)
             if moment is None:
                 return False
             if self.since is not None and moment < self.since:
@@ -332,11 +332,11 @@ class Filter:
         return True
 
 
-def matches(record: Mapping[str, Any], **filters: Any) -> bool:
-    """``Filter(**filters).matches(record)``; ``job`` may be given as text."""
+def matches(entry: Mapping[str, Any], **filters: Any) -> bool:
+    """``Filter(**filters).matches(entry)``; ``job`` may be given as text."""
     if isinstance(filters.get("job"), str):
         filters["job"] = JobQuery.parse(filters["job"])
-    return Filter(**filters).matches(record)
+    return Filter(**filters).matches(entry)
 
 
 # -- per gang ---------------------------------------------------------------------------------
@@ -347,7 +347,7 @@ SPLIT, CHECK, OK = "split", "check", "ok"
 
 @dataclasses.dataclass
 class GangSummary:
-    """What the records say about one gang: how many admissions went to which zones."""
+    """What the entries say about one gang: how many admissions went to which zones."""
 
     namespace: str
     gang: str
@@ -377,22 +377,22 @@ class GangSummary:
             return CHECK
         return OK
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        moment = time_of(record)
+    def add(self, entry: Mapping[str, Any]) -> None:
+        moment = time_of(entry)
         if moment is not None:
             self.first = min(self.first or moment, moment)
             self.last = max(self.last or moment, moment)
-        if record.get("outcome") == Outcome.RECONCILE:
+        if entry.get("outcome") == Outcome.RECONCILE:
             self.reconciled += 1
             return
-        if record.get("dryRun"):
+        if entry.get("dryRun"):
             self.dry_runs += 1  # nothing was created: no zone taken
             return
         self.admissions += 1
-        self.outcomes[str(record.get("outcome") or "")] += 1
-        self.warnings += len(record.get("warnings") or [])
-        if record.get("zone"):
-            self.zones[str(record["zone"])] += 1
+        self.outcomes[str(entry.get("outcome") or "")] += 1
+        self.warnings += len(entry.get("warnings") or [])
+        if entry.get("zone"):
+            self.zones[str(entry["zone"])] += 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -412,27 +412,27 @@ class GangSummary:
 
 
 class Summary:
-    """Records grouped by gang, as they come (so ``--follow`` can keep one)."""
+    """Entries grouped by gang, as they come (so ``--follow`` can keep one)."""
 
     def __init__(self) -> None:
         self._gangs: dict[tuple[str, str], GangSummary] = {}
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        job = record.get("job") or {}
+    def add(self, entry: Mapping[str, Any]) -> None:
+        job = entry.get("job") or {}
         key = str(job.get("gang") or job.get("uid") or "")
         if not key:
             return
-        namespace = str(record.get("namespace") or "")
-        entry = self._gangs.get((namespace, key))
-        if entry is None:
-            entry = self._gangs[(namespace, key)] = GangSummary(
+        namespace = str(entry.get("namespace") or "")
+        summary = self._gangs.get((namespace, key))
+        if summary is None:
+            summary = self._gangs[(namespace, key)] = GangSummary(
                 namespace=namespace,
                 gang=key,
                 kind=str(job.get("kind") or ""),
                 name=str(job.get("name") or ""),
                 uid=str(job.get("uid") or ""),
             )
-        entry.add(record)
+        summary.add(entry)
 
     @property
     def gangs(self) -> list[GangSummary]:
@@ -446,17 +446,17 @@ class Summary:
         return [g for g in self.gangs if g.verdict == SPLIT]
 
 
-def summarize(records: Iterable[Mapping[str, Any]]) -> Summary:
+def summarize(entries: Iterable[Mapping[str, Any]]) -> Summary:
     out = Summary()
-    for record in records:
-        out.add(record)
+    for entry in entries:
+        out.add(entry)
     return out
 
 
-def document(records: Sequence[AuditRecord], summary: Summary, *, skipped: int) -> dict[str, Any]:
-    """``-o json``/``-o yaml``: the records, the per-gang summary and what was skipped."""
+def document(entries: Sequence[AuditEntry], summary: Summary, *, skipped: int) -> dict[str, Any]:
+    """``-o json``/``-o yaml``: the entries, the per-gang summary and what was skipped."""
     return {
-        "records": list(records),
+        "records": list(entries),
         "jobs": [g.as_dict() for g in summary.gangs],
         "split": len(summary.split),
         "skippedLines": skipped,
@@ -484,8 +484,8 @@ def short_gang(gang: str, uid: str) -> str:
     return gang[:8]
 
 
-def _job_cell(record: Mapping[str, Any]) -> str:
-    job = record.get("job") or {}
+def _job_cell(entry: Mapping[str, Any]) -> str:
+    job = entry.get("job") or {}
     return f"{job.get('kind', '')}/{job.get('name', '')}" if job else "-"
 
 
@@ -493,68 +493,68 @@ COLUMNS = ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason
 WIDE_COLUMNS = (*COLUMNS, "gang", "user", "ms", "detail")
 
 
-def row(record: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> list[str]:
-    """One record as the table's cells (``COLUMNS``, or ``WIDE_COLUMNS`` when ``wide``)."""
-    role = str(record.get("role") or "")
-    if record.get("coordinator"):
+def row(entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> list[str]:
+    """One entry as the table's cells (``COLUMNS``, or ``WIDE_COLUMNS`` when ``wide``)."""
+    role = str(entry.get("role") or "")
+    if entry.get("coordinator"):
         role += " *"
-    outcome = str(record.get("outcome") or "")
-    if record.get("warnings"):
+    outcome = str(entry.get("outcome") or "")
+    if entry.get("warnings"):
         outcome += " !"
-    if record.get("dryRun"):
+    if entry.get("dryRun"):
         outcome += " ~"
-    reason = str(record.get("reason") or "")
-    if record.get("action"):
-        reason += f" ({record['action']}: {record.get('result', '')})"
+    reason = str(entry.get("reason") or "")
+    if entry.get("action"):
+        reason += f" ({entry['action']}: {entry.get('result', '')})"
     cells = [
-        format_time(time_of(record), utc=utc, precise=wide),
-        str(record.get("namespace") or ""),
-        str(record.get("pod") or "-"),
-        _job_cell(record),
+        format_time(time_of(entry), utc=utc, precise=wide),
+        str(entry.get("namespace") or ""),
+        str(entry.get("pod") or "-"),
+        _job_cell(entry),
         role or "-",
         outcome,
-        str(record.get("zone") or "-"),
+        str(entry.get("zone") or "-"),
         reason,
     ]
     if wide:
-        job = record.get("job") or {}
-        detail = [str(record.get("detail") or "")] + [
-            f"warning: {w}" for w in record.get("warnings") or []
+        job = entry.get("job") or {}
+        detail = [str(entry.get("detail") or "")] + [
+            f"warning: {w}" for w in entry.get("warnings") or []
         ]
         cells += [
             short_gang(str(job.get("gang") or ""), str(job.get("uid") or "")) if job else "-",
-            str(record.get("user") or "-"),
-            f"{float(record.get('latencyMs') or 0):.1f}",
+            str(entry.get("user") or "-"),
+            f"{float(entry.get('latencyMs') or 0):.1f}",
             "\n".join(d for d in detail if d),
         ]
     return cells
 
 
 def table(
-    records: Sequence[Mapping[str, Any]],
+    entries: Sequence[Mapping[str, Any]],
     *,
     wide: bool = False,
     utc: bool = True,
     plain: bool = False,
 ) -> Table:
-    out = output.table(f"podium admissions ({len(records)})", plain=plain)
+    out = output.table(f"podium admissions ({len(entries)})", plain=plain)
     for column in WIDE_COLUMNS if wide else COLUMNS:
         # Short values never wrap; names fold when the terminal is narrow.
         short = column in ("time", "role", "outcome", "zone", "ms")
         out.add_column(column.upper() if plain else column, overflow="fold", no_wrap=short)
-    for record in records:
-        out.add_row(*row(record, wide=wide, utc=utc))
+    for entry in entries:
+        out.add_row(*row(entry, wide=wide, utc=utc))
     return out
 
 
 def summary(
-    records: Iterable[Mapping[str, Any]] | Summary,
+    entries: Iterable[Mapping[str, Any]] | Summary,
     *,
     wide: bool = False,
     plain: bool = False,
 ) -> Table:
     """Per gang: admissions, the zones they were pinned to (more than one: SPLIT), outcomes."""
-    grouped = records if isinstance(records, Summary) else summarize(records)
+    grouped = entries if isinstance(entries, Summary) else summarize(entries)
     gangs = grouped.gangs
     out = output.table(f"per job ({len(gangs)})", plain=plain)
     columns = ["namespace", "job", "gang", "admissions", "zones", "outcomes", "verdict"]
@@ -582,13 +582,13 @@ def summary(
     return out
 
 
-def legend(records: Iterable[Mapping[str, Any]]) -> str | None:
+def legend(entries: Iterable[Mapping[str, Any]]) -> str | None:
     """What the markers that appear in the table mean; None when none appears."""
     used: set[str] = set()
-    for record in records:
-        used |= {"*"} if record.get("coordinator") else set()
-        used |= {"!"} if record.get("warnings") else set()
-        used |= {"~"} if record.get("dryRun") else set()
+    for entry in entries:
+        used |= {"*"} if entry.get("coordinator") else set()
+        used |= {"!"} if entry.get("warnings") else set()
+        used |= {"~"} if entry.get("dryRun") else set()
     return "   ".join(f"{m} {text}" for m, text in MARKERS.items() if m in used) or None
 
 
@@ -596,9 +596,9 @@ def stream_header(*, wide: bool = False) -> str:
     return "  ".join(c.upper().ljust(w) for c, w in zip(_columns(wide), _WIDTHS, strict=False))
 
 
-def stream_line(record: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> str:
-    """One record on one line, in the table's columns, for ``--follow``."""
-    cells = [c.replace("\n", "; ") for c in row(record, wide=wide, utc=utc)]
+def stream_line(entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> str:
+    """One entry on one line, in the table's columns, for ``--follow``."""
+    cells = [c.replace("\n", "; ") for c in row(entry, wide=wide, utc=utc)]
     return "  ".join(c.ljust(w) for c, w in zip(cells, _WIDTHS, strict=False)).rstrip()
 
 

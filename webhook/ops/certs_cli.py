@@ -156,38 +156,44 @@ _EXPLAIN = {
 }
 
 
+DEFAULT_MIN_OVERLAP_HOURS = certs.DEFAULT_MIN_OVERLAP.total_seconds() / 3600
+MinOverlapOption = Annotated[
+    float,
+    typer.Option(
+        "--min-overlap-hours",
+        min=0,
+        metavar="HOURS",
+        help="How long a new CA's serving certificate is served before the old CA is "
+        "dropped; with --offline also how long a staged CA is trusted before it signs.",
+    ),
+]
+OfflineOption = Annotated[
+    bool,
+    typer.Option(
+        "--offline",
+        help="Do not read the cluster: promote a staged CA once it is --min-overlap-hours "
+        "old, trusting that ca-bundle.pem was injected by then.",
+    ),
+]
+ForceOption = Annotated[
+    bool,
+    typer.Option("--force", help="Take a step even when it is not safe yet (says why)."),
+]
+
+
 @app.command()
 def rotate(
     state_dir: DirOption = Path("certs"),
     days: DaysOption = certs.DEFAULT_LEAF_LIFETIME.days,
     ca_days: CaDaysOption = certs.DEFAULT_CA_LIFETIME.days,
-    min_overlap_hours: Annotated[
-        float,
-        typer.Option(
-            "--min-overlap-hours",
-            min=0,
-            metavar="HOURS",
-            help="How long a new CA's serving certificate is served before the old CA is "
-            "dropped; with --offline also how long a staged CA is trusted before it signs.",
-        ),
-    ] = certs.DEFAULT_MIN_OVERLAP.total_seconds() / 3600,
+    min_overlap_hours: MinOverlapOption = DEFAULT_MIN_OVERLAP_HOURS,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     name: WebhookConfigOption = certs.WEBHOOK_CONFIG,
     webhook: WebhookOption = None,
     secret: SecretOption = DEFAULT_SECRET,
-    offline: Annotated[
-        bool,
-        typer.Option(
-            "--offline",
-            help="Do not read the cluster: promote a staged CA once it is --min-overlap-hours "
-            "old, trusting that ca-bundle.pem was injected by then.",
-        ),
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option("--force", help="Take a step even when it is not safe yet (says why)."),
-    ] = False,
+    offline: OfflineOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Do one rotation step: renew what is due, move the CA along when it is safe.
 
@@ -217,6 +223,16 @@ def rotate(
         )
     except certs.CertError as error:
         _fail(error)
+    _print_rotation(rotation)
+    _print_what_to_apply(set(rotation.actions), state_dir)
+    needs_doing = [h for h in rotation.held if not h.waiting]
+    cluster_warnings = not force and rotation.warnings
+    if needs_doing or cluster_warnings:
+        raise typer.Exit(output.FINDINGS)
+
+
+def _print_rotation(rotation: certs.Rotation) -> None:
+    """What the step did and held back, and what is served now (or when the next step is due)."""
     for warning in rotation.warnings:
         output.note(f"Warning: {warning}")
     for action in rotation.actions:
@@ -233,7 +249,10 @@ def rotate(
         serial = rotation.state.leaf.cert.serial_number
         trusted = len(rotation.state.bundle)
         _out.print(f"Serving certificate serial {serial:x}; CAs trusted: {trusted}")
-    done = set(rotation.actions)
+
+
+def _print_what_to_apply(done: set[certs.Action], state_dir: Path) -> None:
+    """Which changed file the cluster must be given, and how."""
     if done & {certs.Action.RENEW_LEAF, certs.Action.PROMOTE_CA}:
         _out.print(
             f"tls.crt changed: apply it (podium certs secret --dir {state_dir} | kubectl apply "
@@ -246,10 +265,6 @@ def rotate(
             "the next step.",
             style="bold",
         )
-    needs_doing = [h for h in rotation.held if not h.waiting]
-    cluster_warnings = not force and rotation.warnings
-    if needs_doing or cluster_warnings:
-        raise typer.Exit(output.FINDINGS)
 
 
 class ShowFormat(enum.StrEnum):
@@ -287,31 +302,14 @@ def show(
     now = datetime.datetime.now(datetime.UTC)
     rows: list[dict[str, Any]] = []
     if state_dir.is_dir() or not cluster:
-        for file_name in _SHOWN:
-            path = state_dir / file_name
-            if not path.is_file():
-                continue
-            try:
-                cert_list = certs.certs_from_pem(path.read_bytes())
-            except certs.CertError as error:
-                rows.append({"source": str(path), "error": str(error)})
-                continue
-            rows += [_describe(str(path), cert, now) for cert in cert_list]
+        rows = _rows_on_disk(state_dir, now)
         if not rows and not cluster:
             _fail(certs.CertStateError(f"no certificates in {state_dir}"))
     checks: list[dict[str, Any]] = []
     if cluster:
         held = _read_cluster(kubeconfig, context, name, webhook, secret)
-        for hook, bundle in held.bundles.items():
-            where = f"MutatingWebhookConfiguration {held.webhook_config} {hook} caBundle"
-            rows += [_describe(where, cert, now) for cert in bundle]
-            if not bundle:
-                rows.append({"source": where, "error": "empty: nothing is trusted"})
-        if held.secret and not held.secret_found:
-            rows.append({"source": f"Secret {held.secret}", "error": "does not exist"})
+        rows += _rows_in_cluster(held, now)
         if held.secret_leaf is not None:
-            rows.append(_describe(f"Secret {held.secret} tls.crt", held.secret_leaf, now))
-            rows += [_describe(f"Secret {held.secret} ca.crt", c, now) for c in held.secret_bundle]
             verified = held.trust.verifies(held.secret_leaf)
             checks.append(
                 {
@@ -327,6 +325,40 @@ def show(
         _show_table(rows, checks, title=f"Certificates (times in UTC, as of {_when(now)})")
     if not all(c["ok"] for c in checks):
         raise typer.Exit(output.FINDINGS)
+
+
+def _rows_on_disk(state_dir: Path, now: datetime.datetime) -> list[dict[str, Any]]:
+    """A row per certificate in the files ``show`` looks at (a row with the error for a file
+    that is not PEM)."""
+    rows: list[dict[str, Any]] = []
+    for file_name in _SHOWN:
+        path = state_dir / file_name
+        if not path.is_file():
+            continue
+        try:
+            cert_list = certs.certs_from_pem(path.read_bytes())
+        except certs.CertError as error:
+            rows.append({"source": str(path), "error": str(error)})
+            continue
+        rows += [_describe(str(path), cert, now) for cert in cert_list]
+    return rows
+
+
+def _rows_in_cluster(held: certs.ClusterCerts, now: datetime.datetime) -> list[dict[str, Any]]:
+    """A row per certificate each webhook's caBundle and the Secret hold, and one per thing
+    missing (an empty caBundle, no Secret)."""
+    rows: list[dict[str, Any]] = []
+    for hook, bundle in held.bundles.items():
+        where = f"MutatingWebhookConfiguration {held.webhook_config} {hook} caBundle"
+        rows += [_describe(where, cert, now) for cert in bundle]
+        if not bundle:
+            rows.append({"source": where, "error": "empty: nothing is trusted"})
+    if held.secret and not held.secret_found:
+        rows.append({"source": f"Secret {held.secret}", "error": "does not exist"})
+    if held.secret_leaf is not None:
+        rows.append(_describe(f"Secret {held.secret} tls.crt", held.secret_leaf, now))
+        rows += [_describe(f"Secret {held.secret} ca.crt", c, now) for c in held.secret_bundle]
+    return rows
 
 
 def _describe(source: str, cert: x509.Certificate, now: datetime.datetime) -> dict[str, Any]:

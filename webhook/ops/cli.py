@@ -12,17 +12,20 @@ import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 import typer
 import yaml
 from rich.console import Console
 
+from webhook.core.audit import AuditEntry
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, offline, output
-from webhook.serve.audit import AuditRecord
+
+if TYPE_CHECKING:
+    from webhook.ops import doctor as doctor_checks
 
 T = TypeVar("T")
 
@@ -137,68 +140,76 @@ def review(
     )
 
 
+# ``podium audit``'s options, one name each.
+AuditFiles = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="FILE",
+        help="Log files of podium (JSON lines; globs and .gz too); - or none: stdin.",
+        show_default=False,
+    ),
+]
+OnlyNamespace = Annotated[
+    str | None, typer.Option("--namespace", "-n", metavar="NS", help="Only this namespace.")
+]
+OnlyJob = Annotated[
+    str | None,
+    typer.Option(
+        "--job",
+        metavar="KIND/NAME",
+        help="Only this job: NAME, KIND/NAME (kind in any case, e.g. pytorchjob/ft) or UID.",
+    ),
+]
+OnlyPod = Annotated[str | None, typer.Option("--pod", metavar="NAME", help="Only this pod.")]
+OnlyZone = Annotated[str | None, typer.Option("--zone", metavar="ZONE", help="Only this zone.")]
+OnlyOutcome = Annotated[
+    auditview.Outcome | None, typer.Option("--outcome", help="Only this outcome.")
+]
+OnlyReason = Annotated[
+    str | None, typer.Option("--reason", metavar="REASON", help="Only this reason.")
+]
+OnlyUser = Annotated[
+    str | None,
+    typer.Option("--user", metavar="NAME", help="Only requests by this user (or service account)."),
+]
+Since = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        metavar="WHEN",
+        help="Only records at or after WHEN: a duration back from now (90s, 15m, 2h, 1d) "
+        "or a timestamp (2026-11-29T12:00:00Z; local time without a zone).",
+    ),
+]
+Until = Annotated[
+    str | None,
+    typer.Option("--until", metavar="WHEN", help="Only records at or before WHEN (as --since)."),
+]
+Follow = Annotated[
+    bool,
+    typer.Option(
+        "--follow", "-f", help="Keep reading: print records as they are appended (Ctrl-C ends)."
+    ),
+]
+AuditFormat = Annotated[auditview.Format, typer.Option("--output", "-o", help="Output format.")]
+Utc = Annotated[bool, typer.Option("--utc", help="Times in UTC (default: local time).")]
+
+
 @app.command("audit")
 def audit_command(
-    files: Annotated[
-        list[str] | None,
-        typer.Argument(
-            metavar="FILE",
-            help="Log files of podium (JSON lines; globs and .gz too); - or none: stdin.",
-            show_default=False,
-        ),
-    ] = None,
-    namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", metavar="NS", help="Only this namespace.")
-    ] = None,
-    job: Annotated[
-        str | None,
-        typer.Option(
-            "--job",
-            metavar="KIND/NAME",
-            help="Only this job: NAME, KIND/NAME (kind in any case, e.g. pytorchjob/ft) or UID.",
-        ),
-    ] = None,
-    pod: Annotated[str | None, typer.Option("--pod", metavar="NAME", help="Only this pod.")] = None,
-    zone: Annotated[
-        str | None, typer.Option("--zone", metavar="ZONE", help="Only this zone.")
-    ] = None,
-    outcome: Annotated[
-        auditview.Outcome | None, typer.Option("--outcome", help="Only this outcome.")
-    ] = None,
-    reason: Annotated[
-        str | None, typer.Option("--reason", metavar="REASON", help="Only this reason.")
-    ] = None,
-    user: Annotated[
-        str | None,
-        typer.Option(
-            "--user", metavar="NAME", help="Only requests by this user (or service account)."
-        ),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="WHEN",
-            help="Only records at or after WHEN: a duration back from now (90s, 15m, 2h, 1d) "
-            "or a timestamp (2026-11-29T12:00:00Z; local time without a zone).",
-        ),
-    ] = None,
-    until: Annotated[
-        str | None,
-        typer.Option(
-            "--until", metavar="WHEN", help="Only records at or before WHEN (as --since)."
-        ),
-    ] = None,
-    follow: Annotated[
-        bool,
-        typer.Option(
-            "--follow", "-f", help="Keep reading: print records as they are appended (Ctrl-C ends)."
-        ),
-    ] = False,
-    output_format: Annotated[
-        auditview.Format, typer.Option("--output", "-o", help="Output format.")
-    ] = auditview.Format.TABLE,
-    utc: Annotated[bool, typer.Option("--utc", help="Times in UTC (default: local time).")] = False,
+    files: AuditFiles = None,
+    namespace: OnlyNamespace = None,
+    job: OnlyJob = None,
+    pod: OnlyPod = None,
+    zone: OnlyZone = None,
+    outcome: OnlyOutcome = None,
+    reason: OnlyReason = None,
+    user: OnlyUser = None,
+    since: Since = None,
+    until: Until = None,
+    follow: Follow = False,
+    output_format: AuditFormat = auditview.Format.TABLE,
+    utc: Utc = False,
 ) -> None:
     """Review the audit trail: podium's records from its logs, filtered, with a per-job summary.
 
@@ -208,6 +219,10 @@ def audit_command(
     read its input.
     """
     now = datetime.datetime.now(datetime.UTC)
+
+    def moment(text: str) -> datetime.datetime:
+        return auditview.parse_moment(text, now=now)
+
     query = auditview.Filter(
         namespace=namespace,
         job=_parsed("--job", job, auditview.JobQuery.parse),
@@ -216,8 +231,8 @@ def audit_command(
         outcome=outcome,
         reason=reason,
         user=user,
-        since=_parsed("--since", since, lambda text: auditview.parse_moment(text, now=now)),
-        until=_parsed("--until", until, lambda text: auditview.parse_moment(text, now=now)),
+        since=_parsed("--since", since, moment),
+        until=_parsed("--until", until, moment),
     )
     tally = auditview.Tally()
     try:
@@ -225,9 +240,9 @@ def audit_command(
         if follow:
             found = _follow_audit(specs, query, tally, output_format, utc=utc)
         else:
-            records = [r for r in auditview.load(specs, tally) if query.matches(r)]
+            entries = [r for r in auditview.load(specs, tally) if query.matches(r)]
             found = _show_audit(
-                records, tally, output_format, utc=utc, filtered=query != auditview.Filter()
+                entries, tally, output_format, utc=utc, filtered=query != auditview.Filter()
             )
     except auditview.InputError as err:
         raise output.fail(str(err)) from err
@@ -238,27 +253,27 @@ def audit_command(
 
 
 def _show_audit(
-    records: list[AuditRecord],
+    entries: list[AuditEntry],
     tally: auditview.Tally,
     output_format: auditview.Format,
     *,
     utc: bool,
     filtered: bool,
 ) -> auditview.Summary:
-    grouped = auditview.summarize(records)
+    grouped = auditview.summarize(entries)
     if output_format in (auditview.Format.JSON, auditview.Format.YAML):
-        doc = auditview.document(records, grouped, skipped=tally.skipped)
+        doc = auditview.document(entries, grouped, skipped=tally.skipped)
         sys.stdout.write(_dump(doc, output_format))
         return grouped
-    if not records:
+    if not entries:
         typer.echo("No audit records match." if filtered else "No podium audit records found.")
         return grouped
     plain = not output.is_terminal()
     wide = output_format is auditview.Format.WIDE
-    legend = auditview.legend(records)
+    legend = auditview.legend(entries)
     output.render(
         [
-            auditview.table(records, wide=wide, utc=utc, plain=plain),
+            auditview.table(entries, wide=wide, utc=utc, plain=plain),
             "",
             auditview.summary(grouped, wide=wide, plain=plain),
             *(["", legend] if legend else []),
@@ -282,16 +297,16 @@ def _follow_audit(
     if tabular:
         typer.echo(auditview.stream_header(wide=wide))
     try:
-        for record in auditview.read(auditview.follow_lines(specs), tally):
-            if not query.matches(record):
+        for entry in auditview.read(auditview.follow_lines(specs), tally):
+            if not query.matches(entry):
                 continue
-            grouped.add(record)
+            grouped.add(entry)
             if tabular:
-                typer.echo(auditview.stream_line(record, wide=wide, utc=utc))
+                typer.echo(auditview.stream_line(entry, wide=wide, utc=utc))
             elif output_format is auditview.Format.JSON:
-                typer.echo(orjson.dumps(record).decode())
+                typer.echo(orjson.dumps(entry).decode())
             else:
-                sys.stdout.write("---\n" + _dump(record, output_format))
+                sys.stdout.write("---\n" + _dump(entry, output_format))
             sys.stdout.flush()
     except KeyboardInterrupt:
         pass
@@ -329,53 +344,61 @@ class TLSVersion(enum.StrEnum):
     V1_3 = "1.3"
 
 
+# ``podium serve``'s options, one name each.
+Host = Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")]
+Port = Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on.")]
+CertFile = Annotated[
+    Path | None,
+    typer.Option("--cert-file", metavar="FILE", help="Serving certificate (PEM); reloaded."),
+]
+KeyFile = Annotated[
+    Path | None, typer.Option("--key-file", metavar="FILE", help="Its private key (PEM).")
+]
+AuditFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--audit-file",
+        metavar="FILE",
+        help="Also append audit JSON lines here (stdout always).",
+    ),
+]
+TLSMinVersion = Annotated[TLSVersion, typer.Option("--tls-min-version", help="Lowest TLS version.")]
+ClientCAFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--client-ca-file",
+        metavar="FILE",
+        help="Require client certificates signed by these CAs.",
+    ),
+]
+OwnNamespace = Annotated[
+    str,
+    typer.Option(
+        "--namespace",
+        metavar="NS",
+        envvar="POD_NAMESPACE",
+        help="podium's own namespace (never mutated).",
+    ),
+]
+NoTLS = Annotated[
+    bool, typer.Option("--no-tls", help="Plain HTTP, for local use behind a port-forward.")
+]
+
+
 @app.command()
 def serve(
-    host: Annotated[
-        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")
-    ] = "0.0.0.0",
-    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on.")] = 8443,
-    cert_file: Annotated[
-        Path | None,
-        typer.Option("--cert-file", metavar="FILE", help="Serving certificate (PEM); reloaded."),
-    ] = None,
-    key_file: Annotated[
-        Path | None, typer.Option("--key-file", metavar="FILE", help="Its private key (PEM).")
-    ] = None,
+    host: Host = "0.0.0.0",
+    port: Port = 8443,
+    cert_file: CertFile = None,
+    key_file: KeyFile = None,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
-    audit_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--audit-file",
-            metavar="FILE",
-            help="Also append audit JSON lines here (stdout always).",
-        ),
-    ] = None,
-    tls_min_version: Annotated[
-        TLSVersion, typer.Option("--tls-min-version", help="Lowest TLS version.")
-    ] = TLSVersion.V1_2,
-    client_ca_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--client-ca-file",
-            metavar="FILE",
-            help="Require client certificates signed by these CAs.",
-        ),
-    ] = None,
-    namespace: Annotated[
-        str,
-        typer.Option(
-            "--namespace",
-            metavar="NS",
-            envvar="POD_NAMESPACE",
-            help="podium's own namespace (never mutated).",
-        ),
-    ] = "podium-system",
-    no_tls: Annotated[
-        bool, typer.Option("--no-tls", help="Plain HTTP, for local use behind a port-forward.")
-    ] = False,
+    audit_file: AuditFile = None,
+    tls_min_version: TLSMinVersion = TLSVersion.V1_2,
+    client_ca_file: ClientCAFile = None,
+    namespace: OwnNamespace = "podium-system",
+    no_tls: NoTLS = False,
 ) -> None:
     """Serve the admission webhook: watch the cluster, pin training pods, create their policies."""
     if not no_tls and (cert_file is None or key_file is None):
@@ -550,6 +573,27 @@ def doctor(
     deny or default-deny rules that select them, hostNetwork pods, pods podium did not pin,
     pods carrying a job's label they copied. Exits 1 when something is wrong."""
     settings = _settings(config)
+    quiet = output_format is DoctorFormat.JSON or not Console(stderr=True).is_terminal
+    result = _diagnose_live(
+        settings, namespace=namespace, kubeconfig=kubeconfig, context=context, quiet=quiet
+    )
+    if output_format is DoctorFormat.JSON:
+        sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        _print_diagnosis(result)
+    if not result.ok:
+        raise typer.Exit(output.FINDINGS)
+
+
+def _diagnose_live(
+    settings: Settings,
+    *,
+    namespace: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    quiet: bool,
+) -> doctor_checks.Diagnosis:
+    """List the cluster (a progress bar per kind on stderr, unless ``quiet``) and diagnose it."""
     # Imported here, like serve: the Kubernetes client takes a while to load.
     from rich.progress import Progress  # noqa: PLC0415
 
@@ -557,9 +601,7 @@ def doctor(
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
     api_client, objects_api = _connect(kubeconfig, context)
-    err_console = Console(stderr=True)
-    quiet = output_format is DoctorFormat.JSON or not err_console.is_terminal
-    with Progress(console=err_console, transient=True, disable=quiet) as progress:
+    with Progress(console=Console(stderr=True), transient=True, disable=quiet) as progress:
         reading = progress.add_task("listing the cluster", total=len(checks.kinds_to_read()))
         try:
             objects = asyncio.run(
@@ -579,24 +621,24 @@ def doctor(
             api_client.close()
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
-        result = checks.diagnose(
+        return checks.diagnose(
             objects,
             settings,
             namespace=namespace,
             progress=lambda n: progress.update(checking, completed=n),
         )
-    if output_format is DoctorFormat.JSON:
-        sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        plain = not output.is_terminal()
-        table = checks.table(result)
-        if plain:
-            output.make_plain(table)
-        problems = len(result.findings)
-        verdict = "no problems found" if result.ok else f"{problems} problem(s) found"
-        output.render([table, verdict], plain=plain)
-    if not result.ok:
-        raise typer.Exit(output.FINDINGS)
+
+
+def _print_diagnosis(result: doctor_checks.Diagnosis) -> None:
+    from webhook.ops import doctor as checks  # noqa: PLC0415
+
+    plain = not output.is_terminal()
+    table = checks.table(result)
+    if plain:
+        output.make_plain(table)
+    problems = len(result.findings)
+    verdict = "no problems found" if result.ok else f"{problems} problem(s) found"
+    output.render([table, verdict], plain=plain)
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")

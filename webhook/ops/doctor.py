@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.table import Table
 
 from webhook.core import adapters, engine, labels, policies
+from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import cache, errors
 from webhook.ops import policyjudge
-from webhook.serve import reconciler
 
 if TYPE_CHECKING:
     from webhook.kube import protocols
@@ -195,7 +195,7 @@ def diagnose(
     cluster's objects: Namespaces, Nodes, Pods, job objects, podium's objects and the Cilium and
     Kubernetes network policies. ``progress(n)`` is told every pod it has looked at."""
     everything = list(objects)
-    view = ClusterView.from_objects(everything, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(everything, zone_label=settings.zone_label, kept=adapters.KEPT)
     crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
     config = view.get("v1", "ConfigMap", *CILIUM_CONFIG)
     keep = policyjudge.LabelFilter(
@@ -207,6 +207,33 @@ def diagnose(
     )
     cluster = _cluster_findings(settings, crd, config, keep)
     managed_policies = _managed(everything, settings)
+    jobs = _jobs(everything, view, namespace=namespace, progress=progress)
+    copied = _copied_labels(view, settings, namespace)
+    verdicts = [
+        _judge(
+            job,
+            view,
+            settings,
+            network,
+            keep,
+            managed_policies,
+            copied.pop(key, []),
+            withheld=policies.withheld(settings, crd) is not None,
+        )
+        for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
+    ]
+    verdicts += _copied_only(copied, view)
+    return Diagnosis(tuple(verdicts), cluster)
+
+
+def _jobs(
+    everything: Sequence[Obj],
+    view: ClusterView,
+    *,
+    namespace: str | None,
+    progress: Callable[[int], None] | None,
+) -> dict[tuple[str, str], _Job]:
+    """The running pods of every gang an adapter recognises, by (namespace, gang key)."""
     pods = [
         o
         for o in everything
@@ -224,28 +251,22 @@ def diagnose(
                 jobs.setdefault((ns, gang.key), _Job(gang, ns)).pods.append(pod)
         if progress is not None:
             progress(i)
-    copied = _copied_labels(view, settings, namespace)
-    verdicts = [
-        _judge(
-            job,
-            view,
-            settings,
-            network,
-            keep,
-            managed_policies,
-            copied.pop(key, []),
-            withheld=policies.withheld(settings, crd) is not None,
-        )
-        for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
-    ]
-    for (ns, key), found in sorted(copied.items()):  # gangs none of whose own pods are left
-        owner = reconciler.job_of_gang(key, view)
+    return jobs
+
+
+def _copied_only(
+    copied: Mapping[tuple[str, str], Sequence[tuple[Obj, str]]], view: ClusterView
+) -> list[JobVerdict]:
+    """A verdict for each gang whose label only copies carry: none of its own pods are left."""
+    verdicts = []
+    for (ns, key), found in sorted(copied.items()):
+        owner = base.job_of_gang(key, view)
         name = f"{owner['kind']}/{owner['name']}" if owner else f"gang {key}"
         names = tuple(sorted(_name(p) for p, _ in found))
         detail = "; ".join(f"{_name(p)}: {why}" for p, why in found)
         finding = Finding("copied-label", ns, name, detail, names)
         verdicts.append(JobVerdict(ns, name, key, 0, (), (finding,)))
-    return Diagnosis(tuple(verdicts), cluster)
+    return verdicts
 
 
 def _managed(everything: Sequence[Obj], settings: Settings) -> set[tuple[str, str, str | None]]:
@@ -347,34 +368,13 @@ def _judge(
     def find(check: Check, detail: str, pods: Iterable[Obj] = ()) -> None:
         findings.append(Finding(check, ns, job.name, detail, tuple(sorted(_name(p) for p in pods))))
 
-    by_zone: dict[str, list[Obj]] = collections.defaultdict(list)
-    for pod in job.pods:
-        node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
-        if node is not None and node.zone:
-            by_zone[node.zone].append(pod)
+    by_zone = _pods_by_zone(job, view)
     if len(by_zone) > 1:
         spread = ", ".join(f"{z}: {len(p)}" for z, p in sorted(by_zone.items()))
         find("split-zones", f"pods run in {len(by_zone)} zones ({spread})", job.pods)
-
-    ns_obj = view.namespace(ns)
-    ns_labels = ((ns_obj or {}).get("metadata") or {}).get("labels") or {}
-    opted_in = (
-        not settings.skips_namespace(ns)
-        and ns_labels.get(settings.namespace_label) == settings.namespace_label_value
-    )
-    skipped_job = gang.job_annotations.get(labels.SKIP) == "true"
-    if opted_in and not skipped_job:
-        unpinned = [
-            p
-            for p in job.pods
-            if labels.ZONE not in _annotations(p) and _annotations(p).get(labels.SKIP) != "true"
-        ]
-        if unpinned:
-            find(
-                "not-pinned",
-                f"{len(unpinned)} pod(s) have no {labels.ZONE}: podium did not admit them",
-                unpinned,
-            )
+    opted_in = _opted_in(view, settings, ns)
+    if opted_in and gang.job_annotations.get(labels.SKIP) != "true":
+        _check_pinned(job, find)
     admitted = [
         p
         for p in job.pods
@@ -382,7 +382,6 @@ def _judge(
     ]
     if opted_in and admitted and settings.policy_mode is not PolicyMode.NONE and not withheld:
         _check_coverage(job, view, settings, admitted, managed_policies, find)
-
     if copied:
         why = "; ".join(f"{_name(p)}: {reason}" for p, reason in copied)
         find(
@@ -393,7 +392,49 @@ def _judge(
     hosts = [p for p in job.pods if (p.get("spec") or {}).get("hostNetwork")]
     if hosts:
         find("host-network", f"{len(hosts)} pod(s) use hostNetwork", hosts)
+    _check_cuts(job, view.namespace(ns), network, keep, find)
+    zones = tuple(sorted(by_zone))
+    return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings))
 
+
+#: Records one finding about the job being judged: the check, the detail, the pods concerned.
+Find = Callable[[Check, str, Iterable[Obj]], None]
+
+
+def _pods_by_zone(job: _Job, view: ClusterView) -> dict[str, list[Obj]]:
+    """The job's pods on a node with a zone, by zone."""
+    by_zone: dict[str, list[Obj]] = collections.defaultdict(list)
+    for pod in job.pods:
+        node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if node is not None and node.zone:
+            by_zone[node.zone].append(pod)
+    return by_zone
+
+
+def _check_pinned(job: _Job, find: Find) -> None:
+    """In an opted-in namespace, every pod not skipped carries the zone podium pinned it to."""
+    unpinned = [
+        p
+        for p in job.pods
+        if labels.ZONE not in _annotations(p) and _annotations(p).get(labels.SKIP) != "true"
+    ]
+    if unpinned:
+        find(
+            "not-pinned",
+            f"{len(unpinned)} pod(s) have no {labels.ZONE}: podium did not admit them",
+            unpinned,
+        )
+
+
+def _check_cuts(
+    job: _Job,
+    ns_obj: Obj | None,
+    network: policyjudge.Policies,
+    keep: policyjudge.LabelFilter,
+    find: Find,
+) -> None:
+    """A finding per network policy that denies, or leaves default-denied, the traffic between
+    the job's pods."""
     members = [(_name(p), policyjudge.identity(p, ns_obj, keep)) for p in job.pods]
     by_name = {_name(p): p for p in job.pods}
     for cut in policyjudge.job_cuts(network, members):
@@ -409,8 +450,6 @@ def _judge(
                 f"deny and no policy allows the traffic between them ({where})"
             )
         find(cut.by, detail, [by_name[n] for n in cut.pods])  # type: ignore[arg-type]
-    zones = tuple(sorted(by_zone))
-    return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings))
 
 
 def _check_coverage(

@@ -18,12 +18,13 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.core import resources, reviews
+from webhook.core import adapters, audit, resources, reviews
 from webhook.core.objects import Obj, key_of
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import twins
-from webhook.serve import admission, audit
+from webhook.serve import admission
+from webhook.serve.audit import MemorySink
 
 
 class InputError(ValueError):
@@ -106,7 +107,7 @@ class Result:
     response: dict[str, Any]
     patched: Obj | None
     side_effects: list[dict[str, Any]]
-    record: audit.AuditRecord | None
+    entry: audit.AuditEntry | None
     #: What the snapshot lacked and the decision therefore guessed (not part of ``as_dict``).
     notes: tuple[str, ...] = ()
 
@@ -116,7 +117,7 @@ class Result:
             "response": self.response,
             "patchedObject": self.patched,
             "sideEffects": self.side_effects,
-            "audit": self.record,
+            "audit": self.entry,
         }
 
 
@@ -125,11 +126,11 @@ async def review(
 ) -> Result:
     """Decide one review against ``objects`` exactly as ``podium serve`` would."""
     objects = list(objects)
-    view = ClusterView.from_objects(objects, zone_label=settings.zone_label)
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = twins.InMemoryApi()
     for obj in objects:
         api.objects[key_of(obj)] = obj
-    sink = audit.MemorySink()
+    sink = MemorySink()
     admitter = admission.Admitter(view=lambda: view, api=api, settings=settings, sink=sink)
     answer = await admitter.admit(orjson.dumps(review_doc))
     if answer.status != 200:
@@ -137,7 +138,7 @@ async def review(
     decision = answer.decision
     created = {
         (e["kind"], e["name"])
-        for e in (answer.record["effects"] if answer.record else [])
+        for e in (answer.entry["effects"] if answer.entry else [])
         if e.get("outcome") == "created"
     }
     side_effects = [
@@ -148,8 +149,8 @@ async def review(
     response = {**dict(review_doc), **answer.body}
     original = (review_doc.get("request") or {}).get("object")
     patched = decision.patched if decision and "patch" in answer.body["response"] else original
-    notes = snapshot_notes(review_doc, objects, view, settings, answer.record)
-    return Result(response, patched, side_effects, answer.record, notes)
+    notes = snapshot_notes(review_doc, objects, view, settings, answer.entry)
+    return Result(response, patched, side_effects, answer.entry, notes)
 
 
 _DEMAND_SOURCES = {
@@ -165,7 +166,7 @@ def snapshot_notes(
     objects: Sequence[Obj],
     view: ClusterView,
     settings: Settings,
-    record: audit.AuditRecord | None,
+    entry: audit.AuditEntry | None,
 ) -> tuple[str, ...]:
     """What the decision had to guess because the snapshot lacked it, in words that say what to
     add (and which setting is involved)."""
@@ -178,7 +179,7 @@ def snapshot_notes(
             f"namespace {namespace} is not in the snapshot, so podium took it as not opted in "
             f"(it cannot see {settings.namespace_label}); add the Namespace object"
         )
-    job: Mapping[str, Any] = (record.get("job") if record else None) or {}
+    job: Mapping[str, Any] = (entry.get("job") if entry else None) or {}
     if job and not any((o.get("metadata") or {}).get("uid") == job.get("uid") for o in objects):
         source = _DEMAND_SOURCES.get(str(job.get("demandSource")), "the pod")
         notes.append(
@@ -198,8 +199,8 @@ def snapshot_notes(
             f"{len(unzoned)} node(s) have no {settings.zone_label} label (setting zone-label) "
             f"and count in no zone: {shown}"
         )
-    if record and record.get("reason") == "pod-constraint" and record.get("zone") and job:
-        zone = str(record["zone"])
+    if entry and entry.get("reason") == "pod-constraint" and entry.get("zone") and job:
+        zone = str(entry["zone"])
         nodes = view.candidate_zones(pod.get("spec") or {}).get(zone)
         free = nodes.free() if nodes is not None else {}
         demand = {k: int(v) for k, v in (job.get("demand") or {}).items()}
@@ -245,25 +246,25 @@ _ROLES = {"ConfigMap": "decision record"}
 def summary(result: Result) -> list[str]:
     """The short account a person reads: the pod, the zone and why, demand and zones, the patch
     as operations, what gets created, warnings. Rich markup; ``cli`` prints it."""
-    record: Mapping[str, Any] = result.record or {}
+    entry: Mapping[str, Any] = result.entry or {}
     response = result.response.get("response") or {}
-    job: Mapping[str, Any] = record.get("job") or {}
-    who = f"{record.get('namespace')}/{record.get('pod')}"
+    job: Mapping[str, Any] = entry.get("job") or {}
+    who = f"{entry.get('namespace')}/{entry.get('pod')}"
     if job:
-        who += f" ({job.get('kind')}/{job.get('name')}, {record.get('role') or 'member'})"
-    outcome = str(record.get("outcome") or "")
-    zone = record.get("zone")
+        who += f" ({job.get('kind')}/{job.get('name')}, {entry.get('role') or 'member'})"
+    outcome = str(entry.get("outcome") or "")
+    zone = entry.get("zone")
     head = {
         "pinned": f"pinned to zone [bold]{zone}[/]",
         "unpinned": "left [bold]unpinned[/]",
         "denied": "[bold red]denied[/]",
         "fail-open": "[bold yellow]admitted unchanged (fail open)[/]",
     }.get(outcome, f"[bold]{outcome}[/]")
-    lines = [f"{who}: {head}", f"  reason   {record.get('reason')}: {record.get('detail')}"]
+    lines = [f"{who}: {head}", f"  reason   {entry.get('reason')}: {entry.get('detail')}"]
     if job.get("demand"):
         source = _DEMAND_SOURCES.get(str(job.get("demandSource")), "the pod")
         lines.append(f"  demand   {describe(job['demand'])} (from {source})")
-    for i, cap in enumerate(record.get("capacity") or []):
+    for i, cap in enumerate(entry.get("capacity") or []):
         verdict = "fits" if cap.get("fits") else "does not fit"
         mark = "  ← chosen" if cap.get("zone") == zone else ""
         free = describe(cap.get("free") or {}, like=job.get("demand") or None) or "nothing"

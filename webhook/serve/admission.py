@@ -2,7 +2,7 @@
 
 This is where podium's promise to never block a pod because podium broke is kept: every failure
 after parsing — a bug in the decision, an API error, a timeout — becomes an *allowed, unchanged*
-answer with a warning and an audit record that says why (fail open).
+answer with a warning and an audit entry that says why (fail open).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.core import engine, reviews
+from webhook.core import audit, engine, reviews
 from webhook.core.objects import Obj
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols
-from webhook.serve import audit, effects
+from webhook.serve import effects
+from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.admission")
 
@@ -39,7 +40,7 @@ class Answer:
 
     status: int
     body: dict[str, Any]
-    record: audit.AuditRecord | None = None
+    entry: audit.AuditEntry | None = None
     decision: engine.Decision | None = None
 
 
@@ -52,9 +53,9 @@ class Admitter:
         view: Callable[[], ClusterView],
         api: protocols.Api | None,
         settings: Settings,
-        sink: audit.Sink,
+        sink: Sink,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        observe: Callable[[audit.AuditRecord], None] | None = None,
+        observe: Callable[[audit.AuditEntry], None] | None = None,
         scheduler: Callable[[], bool] = lambda: False,
         ready: Callable[[], bool] = lambda: True,
         read_owners: ReadOwners | None = None,
@@ -133,7 +134,7 @@ class Admitter:
             results = [
                 {"kind": r.kind, "name": r.name, "outcome": r.outcome} for r in applied.results
             ]
-        record = audit.build(
+        entry = audit.build(
             request=request,
             decision=decision,
             time=now,
@@ -142,7 +143,7 @@ class Admitter:
             warnings=warnings,
             read=read,
         )
-        self._emit(record)
+        self._emit(entry)
         body = reviews.response(
             uid=request.uid,
             patch=decision.patch,
@@ -152,7 +153,7 @@ class Admitter:
             message=decision.denial,
             code=403 if decision.denial else None,
         )
-        return Answer(200, body, record, decision)
+        return Answer(200, body, entry, decision)
 
     async def _read_owners(self, request: reviews.Request, view: ClusterView) -> list[str]:
         """Read what the view lacks of a new pod's owners; a failure or a slow apiserver leaves
@@ -207,9 +208,9 @@ class Admitter:
         reason: str = "fail-open",
     ) -> Answer:
         warning = FAIL_OPEN_WARNING.format(why=why)
-        record: audit.AuditRecord | None = None
+        entry: audit.AuditEntry | None = None
         try:
-            record = audit.build(
+            entry = audit.build(
                 request=request,
                 decision=decision,
                 time=now,
@@ -223,18 +224,18 @@ class Admitter:
         except Exception:  # the safety net itself must not throw
             log.exception("building the fail-open audit record for %s failed", request.uid)
         else:
-            self._emit(record)
+            self._emit(entry)
         body = reviews.response(
             uid=request.uid,
             warnings=[warning],
             audit_annotations={"outcome": "fail-open", "reason": why[:200]},
         )
-        return Answer(200, body, record, decision)
+        return Answer(200, body, entry, decision)
 
-    def _emit(self, record: audit.AuditRecord) -> None:
+    def _emit(self, entry: audit.AuditEntry) -> None:
         try:
-            self.sink.write(record)
+            self.sink.write(entry)
         except Exception:  # an audit sink failure must not turn into a failed admission
-            log.exception("audit sink failed for %s", record.get("requestUID"))
+            log.exception("audit sink failed for %s", entry.get("requestUID"))
         if self.observe is not None:
-            self.observe(record)
+            self.observe(entry)

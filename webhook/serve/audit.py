@@ -1,8 +1,9 @@
-"""The audit trail: one JSON line per admission, and where it goes.
+"""Where audit entries go: JSON lines to stdout, a file, or a writer thread that keeps
+admissions from waiting on either.
 
-``build`` is pure (a decision plus what happened → an ``AuditRecord``); sinks write records.
-Metrics and Events read the same typed record. Reading records back for people is
-``webhook.ops.auditview`` (``podium audit``), so the admission path never loads a table renderer.
+The entry itself and its pure ``build`` are ``webhook.core.audit``. Reading entries back for
+people is ``webhook.ops.auditview`` (``podium audit``), so the admission path never loads a table
+renderer.
 """
 
 from __future__ import annotations
@@ -13,173 +14,42 @@ import logging
 import sys
 import threading
 import time as clock
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any, NotRequired, Protocol, TypedDict
+from typing import IO, Protocol
 
 import orjson
 
-from webhook.core.engine import Decision
-from webhook.core.reviews import Request
+from webhook.core.audit import AuditEntry
 
 log = logging.getLogger("podium.audit")
 
 
-class JobRef(TypedDict, total=False):
-    """The job a record is about. Admissions fill every key; the reconciler only kind, name,
-    uid and gang."""
-
-    framework: str
-    apiVersion: str
-    kind: str
-    name: str
-    uid: str
-    gang: str
-    demand: dict[str, int]
-    demandSource: str
-
-
-class EffectEntry(TypedDict, total=False):
-    """An object podium created or changed (``effects.EffectResult.as_dict``)."""
-
-    kind: str
-    name: str
-    namespace: str
-    outcome: str
-
-
-class PatchSummary(TypedDict):
-    ops: int
-    paths: list[str]
-
-
-class AuditRecord(TypedDict):
-    """One admission (or reconciler action), as written: one JSON object per line."""
-
-    audit: str
-    time: str
-    requestUID: str
-    operation: str
-    namespace: str
-    pod: str
-    user: str
-    outcome: str
-    reason: str
-    detail: str
-    job: JobRef | None
-    role: str | None
-    coordinator: bool | None
-    zone: str | None
-    capacity: list[dict[str, Any]]
-    patch: PatchSummary
-    effects: list[EffectEntry]
-    warnings: list[str]
-    dryRun: bool
-    latencyMs: float
-    error: NotRequired[str]
-    #: Owners read from the apiserver before deciding, because the watch had not delivered them
-    #: yet (``Kind/name``); absent when the view had them all.
-    read: NotRequired[list[str]]
-    #: Reconciler records: what it did (``create``, ``patch``, ``delete``, …) and how it went.
-    action: NotRequired[str]
-    result: NotRequired[str]
-
-
-#: Marks podium's lines among other log lines (e.g. in ``kubectl logs``).
-MARKER = "podium.audit/v1"
-
-
-def build(
-    *,
-    request: Request | None,
-    decision: Decision | None,
-    time: datetime,
-    latency_ms: float,
-    outcome: str | None = None,
-    reason: str | None = None,
-    detail: str | None = None,
-    effects: Sequence[EffectEntry] = (),
-    warnings: Sequence[str] = (),
-    error: str | None = None,
-    read: Sequence[str] = (),
-) -> AuditRecord:
-    """One admission's record. ``outcome``/``reason`` override the decision's (e.g. fail-open)."""
-    pod = (request.object if request else None) or {}
-    meta: Mapping[str, Any] = pod.get("metadata") or {}
-    gang = decision.gang if decision else None
-    record: AuditRecord = {
-        "audit": MARKER,
-        "time": time.isoformat(timespec="milliseconds"),
-        "requestUID": request.uid if request else "",
-        "operation": request.operation if request else "",
-        "namespace": (decision.namespace if decision else "")
-        or (request.namespace if request else ""),
-        "pod": meta.get("name") or meta.get("generateName") or (request.name if request else ""),
-        "user": (request.user.get("username", "") if request else ""),
-        "outcome": outcome or (decision.outcome if decision else "error"),
-        "reason": reason or (decision.reason if decision else "error"),
-        "detail": detail if detail is not None else (decision.detail if decision else ""),
-        "job": None,
-        "role": None,
-        "coordinator": None,
-        "zone": decision.zone if decision and not outcome else None,
-        "capacity": [c.as_dict() for c in decision.capacity] if decision else [],
-        "patch": _patch_summary(decision.patch if decision and not outcome else []),
-        "effects": list(effects),
-        "warnings": list(warnings),
-        "dryRun": bool(request and request.dry_run),
-        "latencyMs": round(latency_ms, 3),
-    }
-    if gang is not None:
-        record["job"] = {
-            "framework": gang.framework,
-            "apiVersion": gang.owner.api_version,
-            "kind": gang.owner.kind,
-            "name": gang.owner.name,
-            "uid": gang.owner.uid,
-            "gang": gang.key,
-            "demand": gang.total,
-            "demandSource": gang.demand_source,
-        }
-        record["role"] = gang.role
-        record["coordinator"] = gang.coordinator
-    if error:
-        record["error"] = error
-    if read:
-        record["read"] = list(read)
-    return record
-
-
-def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> PatchSummary:
-    return {"ops": len(patch), "paths": sorted({str(op.get("path", "")) for op in patch})}
-
-
-def dumps(record: AuditRecord) -> bytes:
+def dumps(entry: AuditEntry) -> bytes:
     """orjson, or the stdlib for what orjson refuses (integers past 64 bits in a silly request)."""
     try:
-        return orjson.dumps(record)
+        return orjson.dumps(entry)
     except TypeError:
-        return json.dumps(record, default=str).encode()
+        return json.dumps(entry, default=str).encode()
 
 
 class Sink(Protocol):
-    def write(self, record: AuditRecord) -> None: ...
+    def write(self, entry: AuditEntry) -> None: ...
 
     def write_lines(self, data: bytes) -> None:
-        """Write records already serialized: JSON lines (``line``), each ending in a newline."""
+        """Write entries already serialized: JSON lines (``line``), each ending in a newline."""
         ...
 
 
-def line(record: AuditRecord) -> bytes:
-    return dumps(record) + b"\n"
+def line(entry: AuditEntry) -> bytes:
+    return dumps(entry) + b"\n"
 
 
 class LineSink:
-    """A sink whose one way of writing is ``write_lines``: a record is written as its line."""
+    """A sink whose one way of writing is ``write_lines``: an entry is written as its line."""
 
-    def write(self, record: AuditRecord) -> None:
-        self.write_lines(line(record))
+    def write(self, entry: AuditEntry) -> None:
+        self.write_lines(line(entry))
 
     def write_lines(self, data: bytes) -> None:
         raise NotImplementedError
@@ -213,13 +83,13 @@ class FileSink(LineSink):
 
 class MemorySink:
     def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
+        self.entries: list[AuditEntry] = []
 
-    def write(self, record: AuditRecord) -> None:
-        self.records.append(record)
+    def write(self, entry: AuditEntry) -> None:
+        self.entries.append(entry)
 
     def write_lines(self, data: bytes) -> None:
-        self.records.extend(orjson.loads(text) for text in data.splitlines())
+        self.entries.extend(orjson.loads(text) for text in data.splitlines())
 
 
 class FanOut(LineSink):
@@ -238,24 +108,24 @@ class FanOut(LineSink):
             raise failure
 
 
-#: Records waiting for the writer thread; beyond this, new records are dropped and counted.
+#: Entries waiting for the writer thread; beyond this, new entries are dropped and counted.
 BACKLOG = 10_000
-#: Seconds between the writer thread's rounds. Waking it for every record instead costs an
+#: Seconds between the writer thread's rounds. Waking it for every entry instead costs an
 #: admission more than the write itself (a thread switch per admission; docs/benchmarks).
 INTERVAL = 0.05
-#: At most one log line per this many seconds says how many records were dropped.
+#: At most one log line per this many seconds says how many entries were dropped.
 DROP_LOG_SECONDS = 10.0
 
 
 class BackgroundSink(LineSink):
-    """Hands records to a writer thread, so that no admission waits for stdout or a disk.
+    """Hands entries to a writer thread, so that no admission waits for stdout or a disk.
 
     ``podium serve`` writes audit lines to stdout, a pipe the container runtime drains; when it
     stops draining, a direct write blocks the event loop and every admission behind it until the
-    apiserver gives up (fail open, *without* an audit line). Here ``write`` serializes the record
+    apiserver gives up (fail open, *without* an audit line). Here ``write`` serializes the entry
     and appends the line to a bounded backlog; every ``interval`` seconds the thread writes what
-    has gathered in one batch (one ``write`` and one flush for many records under load). A full
-    backlog drops the new record, calls ``on_drop`` (``podium_audit_dropped``) and says so on
+    has gathered in one batch (one ``write`` and one flush for many entries under load). A full
+    backlog drops the new entry, calls ``on_drop`` (``podium_audit_dropped``) and says so on
     stderr at most every ``DROP_LOG_SECONDS``, as the apiserver's own buffered audit backend
     does. ``close`` writes what is left.
     """

@@ -1,4 +1,4 @@
-"""Kubernetes Events on the job object, fed from the audit record of every admission.
+"""Kubernetes Events on the job object, fed from the audit entry of every admission.
 
 ``kubectl describe pytorchjob llama-ft`` (or ``kubectl events --for pytorchjob/llama-ft``) then
 shows what podium decided for the job, next to the operator's own events:
@@ -19,7 +19,7 @@ reason             type     when
                             pod created while podium was down (the Event is on the pod)
 =================  =======  ==========================================================
 
-Dry runs produce no events. Records without a job (a pod podium does not recognise, or a failure
+Dry runs produce no events. Entries without a job (a pod podium does not recognise, or a failure
 before the job was known) produce none either: the audit trail and the metrics count them.
 
 ``events.k8s.io/v1`` rather than core ``v1`` Events: it is the current API (``regarding`` and
@@ -42,14 +42,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import labels, policies
+from webhook.core.audit import AuditEntry
 from webhook.kube import errors
-from webhook.serve.audit import AuditRecord
 
 log = logging.getLogger("podium.events")
 
@@ -104,26 +105,75 @@ def _micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
-    """The events one audit record calls for (pure; see the module's table)."""
-    if record.get("dryRun"):
-        return []
-    if record.get("outcome") == "reconcile":
-        return _reconcile_events(record, instance=instance, now=now)
-    job = record.get("job")
-    namespace = str(record.get("namespace") or "")
-    if not isinstance(job, Mapping) or not namespace or not job.get("name"):
-        return []
-    kind, name = str(job.get("kind") or ""), str(job["name"])
-    base = labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or ""))
-    regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
-    if job.get("apiVersion"):  # every admission's record names it
-        regarding["apiVersion"] = str(job["apiVersion"])
-    if job.get("uid"):
-        regarding["uid"] = str(job["uid"])
-    display = f"{kind}/{name}"
+def _event(
+    *,
+    name: str,
+    namespace: str,
+    instance: str,
+    now: datetime,
+    action: str,
+    reason: str,
+    note: str,
+    warning: bool,
+    regarding: Mapping[str, str],
+    related: Mapping[str, str] | None = None,
+) -> Event:
+    """One ``events.k8s.io/v1`` Event, within the apiserver's limits."""
+    doc: Event = {
+        "apiVersion": API_VERSION,
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "eventTime": _micro_time(now),
+        "reportingController": CONTROLLER,
+        "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
+        "action": action,
+        "reason": reason,
+        "type": "Warning" if warning else "Normal",
+        "note": _note(note),
+        "regarding": dict(regarding),
+    }
+    if related:
+        doc["related"] = dict(related)
+    return doc
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _JobEvents:
+    """Makes the events about one admission's job: named after the job, regarding it."""
+
+    namespace: str
+    #: The stem of every event name (``labels.object_name`` of the job and its gang).
+    stem: str
+    regarding: Mapping[str, str]
+    #: ``Kind/name``, as notes name the job.
+    display: str
+    instance: str
+    now: datetime
+
+    @classmethod
+    def of(cls, entry: AuditEntry, *, instance: str, now: datetime) -> _JobEvents | None:
+        """None when the entry names no job (or no namespace) to report on."""
+        job = entry.get("job")
+        namespace = str(entry.get("namespace") or "")
+        if not isinstance(job, Mapping) or not namespace or not job.get("name"):
+            return None
+        kind, name = str(job.get("kind") or ""), str(job["name"])
+        regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
+        if job.get("apiVersion"):  # every admission's entry names it
+            regarding["apiVersion"] = str(job["apiVersion"])
+        if job.get("uid"):
+            regarding["uid"] = str(job["uid"])
+        return cls(
+            namespace=namespace,
+            stem=labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or "")),
+            regarding=regarding,
+            display=f"{kind}/{name}",
+            instance=instance,
+            now=now,
+        )
 
     def event(
+        self,
         suffix: str,
         reason: str,
         note: str,
@@ -132,142 +182,144 @@ def build(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
         action: str,
         related: Mapping[str, str] | None = None,
     ) -> Event:
-        doc: Event = {
-            "apiVersion": API_VERSION,
-            "kind": "Event",
-            "metadata": {"name": _event_name(base, suffix), "namespace": namespace},
-            "eventTime": _micro_time(now),
-            "reportingController": CONTROLLER,
-            "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
-            "action": action,
-            "reason": reason,
-            "type": "Warning" if warning else "Normal",
-            "note": _note(note),
-            "regarding": dict(regarding),
-        }
-        if related:
-            doc["related"] = {**related, "namespace": namespace}
-        return doc
-
-    out: list[Event] = []
-    reason, detail = str(record.get("reason") or ""), str(record.get("detail") or "")
-    why = f"{reason}: {detail}" if detail else reason
-    if record.get("outcome") == "fail-open":
-        minute = now.astimezone(UTC).strftime("%Y%m%d%H%M")
-        error = str(record.get("error") or record.get("detail") or "unknown")
-        pod = str(record.get("pod") or "a pod")
-        out.append(
-            event(
-                f"fail-open-{minute}",
-                FAIL_OPEN,
-                f"podium admitted {pod} of {display} unchanged (not pinned, no policy): {error}",
-                warning=True,
-                action="Admit",
-            )
+        return _event(
+            name=_event_name(self.stem, suffix),
+            namespace=self.namespace,
+            instance=self.instance,
+            now=self.now,
+            action=action,
+            reason=reason,
+            note=note,
+            warning=warning,
+            regarding=self.regarding,
+            related={**related, "namespace": self.namespace} if related else None,
         )
-        return out
-    for effect in record.get("effects") or ():
-        if not isinstance(effect, Mapping):
-            continue
-        effect_kind, outcome = str(effect.get("kind") or ""), effect.get("outcome")
-        target = {"kind": effect_kind, "name": str(effect.get("name") or "")}
-        if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
-            related = {"apiVersion": policies.RECORD_API_VERSION, **target}
-            zone = record.get("zone")
-            if record.get("outcome") == "grouped":
-                out.append(
-                    event(
-                        "grouped",
-                        GROUPED,
-                        f"the pods of {display} form one PodGroup: kube-scheduler places the "
-                        f"whole gang in one zone ({why})",
-                        action="Group",
-                        related=related,
-                    )
-                )
-            elif zone:
-                out.append(
-                    event(
-                        "zone-pinned",
-                        ZONE_PINNED,
-                        f"every pod of {display} is pinned to zone {zone} ({why})",
-                        warning=reason.startswith("no-fit"),
-                        action="Pin",
-                        related=related,
-                    )
-                )
-            else:
-                out.append(
-                    event(
-                        "unpinned",
-                        UNPINNED,
-                        f"the pods of {display} are left unpinned ({why})",
-                        warning=True,
-                        action="Pin",
-                        related=related,
-                    )
-                )
-        elif effect_kind in POLICY_API_VERSIONS and outcome == "created":
-            out.append(
-                event(
-                    "policy-created",
-                    POLICY_CREATED,
-                    f"created {effect_kind} {target['name']}: all traffic between the pods of "
-                    f"{display} is allowed",
-                    action="CreatePolicy",
-                    related={"apiVersion": POLICY_API_VERSIONS[effect_kind], **target},
-                )
-            )
-        elif effect_kind in POLICY_API_VERSIONS and outcome == "skipped-crd-missing":
-            out.append(
-                event(
-                    "policy-missing",
-                    POLICY_MISSING,
-                    f"{effect_kind} is not installed: the pods of {display} are pinned but no "
-                    "allow policy exists",
-                    warning=True,
-                    action="CreatePolicy",
-                )
-            )
+
+
+def build(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
+    """The events one audit entry calls for (pure; see the module's table)."""
+    if entry.get("dryRun"):
+        return []
+    if entry.get("outcome") == "reconcile":
+        return _reconcile_events(entry, instance=instance, now=now)
+    events = _JobEvents.of(entry, instance=instance, now=now)
+    if events is None:
+        return []
+    if entry.get("outcome") == "fail-open":
+        return [_fail_open_event(entry, events)]
+    out = []
+    for effect in entry.get("effects") or ():
+        if isinstance(effect, Mapping):
+            event = _effect_event(entry, effect, events)
+            if event is not None:
+                out.append(event)
     return out
 
 
-def _reconcile_events(record: AuditRecord, *, instance: str, now: datetime) -> list[Event]:
-    """The reconciler's records call for one event: a label it removed, on the pod."""
-    namespace, pod = str(record.get("namespace") or ""), str(record.get("pod") or "")
-    if record.get("action") != "unlabel" or record.get("result") != "unlabelled" or not pod:
+def _fail_open_event(entry: AuditEntry, events: _JobEvents) -> Event:
+    minute = events.now.astimezone(UTC).strftime("%Y%m%d%H%M")
+    error = str(entry.get("error") or entry.get("detail") or "unknown")
+    pod = str(entry.get("pod") or "a pod")
+    return events.event(
+        f"fail-open-{minute}",
+        FAIL_OPEN,
+        f"podium admitted {pod} of {events.display} unchanged (not pinned, no policy): {error}",
+        warning=True,
+        action="Admit",
+    )
+
+
+def _effect_event(entry: AuditEntry, effect: Mapping[str, Any], events: _JobEvents) -> Event | None:
+    """The event one object podium created or changed calls for, if any."""
+    effect_kind, outcome = str(effect.get("kind") or ""), effect.get("outcome")
+    target = {"kind": effect_kind, "name": str(effect.get("name") or "")}
+    display = events.display
+    if effect_kind == policies.RECORD_KIND and outcome in ("created", "followed"):
+        related = {"apiVersion": policies.RECORD_API_VERSION, **target}
+        return _placement_event(entry, events, related)
+    if effect_kind in POLICY_API_VERSIONS and outcome == "created":
+        return events.event(
+            "policy-created",
+            POLICY_CREATED,
+            f"created {effect_kind} {target['name']}: all traffic between the pods of "
+            f"{display} is allowed",
+            action="CreatePolicy",
+            related={"apiVersion": POLICY_API_VERSIONS[effect_kind], **target},
+        )
+    if effect_kind in POLICY_API_VERSIONS and outcome == "skipped-crd-missing":
+        return events.event(
+            "policy-missing",
+            POLICY_MISSING,
+            f"{effect_kind} is not installed: the pods of {display} are pinned but no "
+            "allow policy exists",
+            warning=True,
+            action="CreatePolicy",
+        )
+    return None
+
+
+def _placement_event(entry: AuditEntry, events: _JobEvents, related: Mapping[str, str]) -> Event:
+    """Where the job's pods go, once its decision record exists: grouped, pinned or unpinned."""
+    reason, detail = str(entry.get("reason") or ""), str(entry.get("detail") or "")
+    why = f"{reason}: {detail}" if detail else reason
+    display, zone = events.display, entry.get("zone")
+    if entry.get("outcome") == "grouped":
+        return events.event(
+            "grouped",
+            GROUPED,
+            f"the pods of {display} form one PodGroup: kube-scheduler places the "
+            f"whole gang in one zone ({why})",
+            action="Group",
+            related=related,
+        )
+    if zone:
+        return events.event(
+            "zone-pinned",
+            ZONE_PINNED,
+            f"every pod of {display} is pinned to zone {zone} ({why})",
+            warning=reason.startswith("no-fit"),
+            action="Pin",
+            related=related,
+        )
+    return events.event(
+        "unpinned",
+        UNPINNED,
+        f"the pods of {display} are left unpinned ({why})",
+        warning=True,
+        action="Pin",
+        related=related,
+    )
+
+
+def _reconcile_events(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
+    """The reconciler's entries call for one event: a label it removed, on the pod."""
+    namespace, pod = str(entry.get("namespace") or ""), str(entry.get("pod") or "")
+    if entry.get("action") != "unlabel" or entry.get("result") != "unlabelled" or not pod:
         return []
-    job = record.get("job") or {}
+    job = entry.get("job") or {}
     gang = str(job.get("gang") or "")
-    event: Event = {
-        "apiVersion": API_VERSION,
-        "kind": "Event",
-        "metadata": {
-            "name": _event_name(labels.object_name("pod", pod, gang), "job-label-removed"),
-            "namespace": namespace,
-        },
-        "eventTime": _micro_time(now),
-        "reportingController": CONTROLLER,
-        "reportingInstance": instance[:INSTANCE_LIMIT] or "podium",
-        "action": "RemoveLabel",
-        "reason": JOB_LABEL_REMOVED,
-        "type": "Warning",
-        "note": _note(str(record.get("detail") or f"removed {labels.JOB} from {pod}")),
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
-    }
+    related: dict[str, str] | None = None
     if job.get("kind") and job.get("name"):
-        event["related"] = {
-            "kind": str(job["kind"]),
-            "name": str(job["name"]),
-            "namespace": namespace,
-        }
+        related = {"kind": str(job["kind"]), "name": str(job["name"]), "namespace": namespace}
         if job.get("uid"):
-            event["related"]["uid"] = str(job["uid"])
+            related["uid"] = str(job["uid"])
+    event = _event(
+        name=_event_name(labels.object_name("pod", pod, gang), "job-label-removed"),
+        namespace=namespace,
+        instance=instance,
+        now=now,
+        action="RemoveLabel",
+        reason=JOB_LABEL_REMOVED,
+        note=str(entry.get("detail") or f"removed {labels.JOB} from {pod}"),
+        warning=True,
+        regarding={"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
+        related=related,
+    )
     return [event]
 
 
 class EventRecorder:
-    """Queues events from audit records (``observe``) and posts them in the background (``run``)."""
+    """Queues events from audit entries (``observe``) and posts them in the background (``run``)."""
 
     def __init__(
         self,
@@ -291,10 +343,10 @@ class EventRecorder:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def observe(self, record: AuditRecord) -> None:
-        """Queue the record's events; never raises, never waits (it is on the admission path)."""
+    def observe(self, entry: AuditEntry) -> None:
+        """Queue the entry's events; never raises, never waits (it is on the admission path)."""
         try:
-            events = build(record, instance=self.instance, now=self.clock())
+            events = build(entry, instance=self.instance, now=self.clock())
             for event in events:
                 if event["metadata"]["name"] in self._sent:
                     continue
@@ -304,7 +356,7 @@ class EventRecorder:
             if events:
                 self._signal()
         except Exception:  # events are a courtesy; the admission already stands
-            log.exception("building events for admission %s failed", record.get("requestUID"))
+            log.exception("building events for admission %s failed", entry.get("requestUID"))
 
     def _signal(self) -> None:
         wake, loop = self._wake, self._loop

@@ -5,7 +5,7 @@ policy would put the job's pods into default deny (``policies.withheld``). The w
 the ``ciliumnetworkpolicies.cilium.io`` CRD in the view (``cache.CILIUM_CRD``); the engine and the
 reconciler read it there for every decision. This loop says so when it matters: once the cache
 has synced and again whenever the CRD changes what podium does, it logs a warning (or the all
-clear), writes an audit record (``outcome: guard``) and sets the gauge
+clear), writes an audit entry (``outcome: guard``) and sets the gauge
 ``podium_cilium_policy_withheld``. Cheap: one look at the view every few seconds.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal
 
-from webhook.core import policies
+from webhook.core import audit, policies
 from webhook.core.settings import OldCilium, PolicyMode, Settings
 from webhook.core.view import ClusterView
-from webhook.serve import audit
+from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.guard")
 
@@ -46,7 +46,7 @@ class CiliumGuard:
         view: Callable[[], ClusterView],
         ready: Callable[[], bool],
         settings: Settings,
-        sink: audit.Sink,
+        sink: Sink,
         interval: float = 5.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -67,8 +67,8 @@ class CiliumGuard:
             and self.settings.old_cilium is OldCilium.SKIP_POLICY
         )
 
-    def check(self) -> audit.AuditRecord | None:
-        """Look at the view once; the audit record written when the state changed."""
+    def check(self) -> audit.AuditEntry | None:
+        """Look at the view once; the audit entry written when the state changed."""
         if not self.ready():
             return None
         state = crd_state(self.view())
@@ -99,7 +99,7 @@ class CiliumGuard:
                 "absent": f"the {policies.CILIUM_CRD} CRD is gone",
             }[state]
             log.info("%s", detail)
-        record = audit.build(
+        entry = audit.build(
             request=None,
             decision=None,
             time=self.clock(),
@@ -110,8 +110,8 @@ class CiliumGuard:
             warnings=[detail] if self.withholding else [],
         )
         with contextlib.suppress(Exception):  # an audit sink failure must not end the loop
-            self.sink.write(record)
-        return record
+            self.sink.write(entry)
+        return entry
 
     async def run(self, stop: asyncio.Event) -> None:
         """``check`` every ``interval`` seconds until ``stop``."""

@@ -1,4 +1,4 @@
-"""Prometheus metrics, fed from the audit record of every admission (``Admitter(observe=...)``).
+"""Prometheus metrics, fed from the audit entry of every admission (``Admitter(observe=...)``).
 
 Every ``Metrics`` has its own ``CollectorRegistry``, so two apps (or two tests) never share counts.
 Label values come from small closed sets: outcomes and reasons are podium's slugs, zones are the
@@ -20,7 +20,7 @@ from prometheus_client import (
 )
 
 from webhook.core import policies
-from webhook.serve.audit import AuditRecord
+from webhook.core.audit import AuditEntry
 
 #: An admission takes well under a millisecond from memory and up to the API budget (2 s by
 #: default) when it creates a gang's objects; the buckets cover both ends.
@@ -37,7 +37,11 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._children: dict[tuple[Any, ...], Counter] = {}
-        r = self.registry
+        self._declare_admissions(self.registry)
+        self._declare_health(self.registry)
+
+    def _declare_admissions(self, r: CollectorRegistry) -> None:
+        """What admissions did: outcomes, time, zones, policies, owners read."""
         self.admissions = Counter(
             "podium_admissions",
             "Admissions answered, by outcome (pinned, unpinned, skipped, fail-open) and reason.",
@@ -73,6 +77,9 @@ class Metrics:
             "because the watch had not delivered them yet.",
             registry=r,
         )
+
+    def _declare_health(self, r: CollectorRegistry) -> None:
+        """What the server refused, dropped or withheld, and whether its cache is synced."""
         self.rejected = Counter(
             "podium_rejected_requests",
             "Requests answered with an HTTP error instead of an AdmissionReview, by reason.",
@@ -102,23 +109,23 @@ class Metrics:
             registry=r,
         )
 
-    def observe(self, record: AuditRecord) -> None:
-        """Count one admission from its audit record; never raises (metrics must not fail it)."""
+    def observe(self, entry: AuditEntry) -> None:
+        """Count one admission from its audit entry; never raises (metrics must not fail it)."""
         try:
-            outcome = record["outcome"] or "unknown"
-            self._child(self.admissions, outcome, record["reason"]).inc()
-            self.duration.observe(record["latencyMs"] / 1000)
+            outcome = entry["outcome"] or "unknown"
+            self._child(self.admissions, outcome, entry["reason"]).inc()
+            self.duration.observe(entry["latencyMs"] / 1000)
             if outcome == "fail-open":
                 self.fail_open.inc()
-            if zone := record["zone"]:
+            if zone := entry["zone"]:
                 self._child(self.zone_decisions, zone).inc()
-            for effect in record["effects"]:
+            for effect in entry["effects"]:
                 kind = effect.get("kind", "")
                 if effect.get("outcome") == "created" and kind in POLICY_KINDS:
                     self._child(self.policies_created, kind).inc()
-            if read := record.get("read"):
+            if read := entry.get("read"):
                 self.owners_read.inc(len(read))
-        except Exception:  # a malformed record is a bug elsewhere; the admission still stands
+        except Exception:  # a malformed entry is a bug elsewhere; the admission still stands
             self.rejected.labels(reason="metrics-error").inc()
 
     def _child(self, metric: Counter, *values: str) -> Counter:

@@ -47,14 +47,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, engine, labels, podgroups, policies, records
+from webhook.core import adapters, audit, engine, labels, podgroups, policies, records
+from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import errors, protocols
-from webhook.serve import audit
+from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.reconciler")
 
@@ -161,21 +162,6 @@ def plan(
     return actions + plan_labels(view, settings)
 
 
-def job_of_gang(gang: str, view: ClusterView) -> Mapping[str, Any]:
-    """The ownerReference of the job a gang key names, if the view holds it."""
-    for uid in (gang, gang.rsplit("-g", 1)[0]):
-        job = view.by_uid(uid)
-        if job is not None:
-            meta = _meta(job)
-            return {
-                "apiVersion": job.get("apiVersion"),
-                "kind": job.get("kind"),
-                "name": meta.get("name"),
-                "uid": meta.get("uid"),
-            }
-    return {}
-
-
 def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
     """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
     controller chain disowns (``engine.disowned_label``)."""
@@ -196,7 +182,7 @@ def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
                     gang=gang,
                     manifest={**pod, "apiVersion": "v1", "kind": "Pod"},
                     patch={"metadata": {"uid": meta.get("uid"), "labels": {labels.JOB: None}}},
-                    owner=job_of_gang(gang, view),
+                    owner=base.job_of_gang(gang, view),
                 )
             )
     return actions
@@ -253,7 +239,26 @@ def _plan_gang(
             else f"no pod carries {labels.JOB}={gang}"
         )
         return [a for obj in objects if (a := _orphan(obj, reason, detail, now, tuning, act))]
-    actions = [
+    actions = _adopted(objects, members, act)
+    found = found or _gang_of(members, namespace, gang, view)
+    if found is None:
+        return actions  # no adapter recognises the pods any more: nothing to rebuild from
+    record_zone, chooser, rebuilt = _decision_of(found, namespace, objects, members, now)
+    if rebuilt is not None:
+        actions.append(act("create", "missing-record", "the decision record was gone", rebuilt))
+    scope = settings.policy_scope
+    if chooser == ZoneChooser.SCHEDULER.value:
+        scope = PolicyScope.JOB  # the scheduler's gangs keep a job-wide policy (engine._group)
+    return actions + _plan_policies(
+        view, settings, namespace, found, members, objects, record_zone, scope, act
+    )
+
+
+def _adopted(
+    objects: Sequence[Obj], members: Sequence[Obj], act: Callable[..., Action]
+) -> list[Action]:
+    """Unmark the objects marked as orphans: the gang has pods again."""
+    return [
         act(
             "unmark",
             "adopted",
@@ -264,40 +269,41 @@ def _plan_gang(
         for obj in objects
         if ORPHAN_SINCE in (_meta(obj).get("annotations") or {})
     ]
-    found = found or _gang_of(members, namespace, gang, view)
-    if found is None:
-        return actions  # no adapter recognises the pods any more: nothing to rebuild from
+
+
+def _decision_of(
+    found: Gang,
+    namespace: str,
+    objects: Sequence[Obj],
+    members: Sequence[Obj],
+    now: datetime,
+) -> tuple[str | None, str, Manifest | None]:
+    """The gang's zone and zone chooser, from its decision record; without one, from what its
+    pods were admitted with, and the record to re-create from that."""
     record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
     recorded = records.parse_record(record) if record is not None else None
     if recorded is not None:
-        record_zone, chooser = recorded.zone, recorded.chooser
-    else:
-        record_zone = _majority(
-            str((_meta(p).get("annotations") or {}).get(labels.ZONE) or "") for p in members
-        )
-        first_reason = _majority(
-            str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members
-        )
-        # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
-        # record they had said zoneChooser scheduler and no zone, and so must the new one.
-        scheduled = first_reason == podgroups.REASON
-        chooser = ZoneChooser.SCHEDULER.value if scheduled else ZoneChooser.PODIUM.value
-        manifest = policies.build_record(
-            gang=found,
-            namespace=namespace,
-            zone=None if scheduled else record_zone,
-            reason=first_reason or "reconciled",
-            detail="re-created by the reconciler from the zone its pods were pinned to",
-            decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
-            chooser=chooser,
-        )
-        actions.append(act("create", "missing-record", "the decision record was gone", manifest))
-    scope = settings.policy_scope
-    if chooser == ZoneChooser.SCHEDULER.value:
-        scope = PolicyScope.JOB  # the scheduler's gangs keep a job-wide policy (engine._group)
-    return actions + _plan_policies(
-        view, settings, namespace, found, members, objects, record_zone, scope, act
+        return recorded.zone, recorded.chooser, None
+    record_zone = _majority(
+        str((_meta(p).get("annotations") or {}).get(labels.ZONE) or "") for p in members
     )
+    first_reason = _majority(
+        str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members
+    )
+    # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
+    # record they had said zoneChooser scheduler and no zone, and so must the new one.
+    scheduled = first_reason == podgroups.REASON
+    chooser = ZoneChooser.SCHEDULER.value if scheduled else ZoneChooser.PODIUM.value
+    manifest = policies.build_record(
+        gang=found,
+        namespace=namespace,
+        zone=None if scheduled else record_zone,
+        reason=first_reason or "reconciled",
+        detail="re-created by the reconciler from the zone its pods were pinned to",
+        decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+        chooser=chooser,
+    )
+    return record_zone, chooser, manifest
 
 
 def _zone_of(pod: Obj) -> str | None:
@@ -323,6 +329,44 @@ def _plan_policies(
     crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
     if kind is None or policies.withheld(settings, crd) is not None:
         return []  # no policy mode, or an old Cilium: podium writes no policy (doctor says so)
+    actions, zones, waiting = _zone_labels(view, namespace, members, record_zone, scope, act)
+    expected = policies.build_policies(
+        gang=gang,
+        namespace=namespace,
+        mode=settings.policy_mode,
+        scope=scope,
+        zones=zones,
+        record_zone=record_zone,
+    )
+    existing = {
+        str(_meta(o).get("name")): o
+        for o in objects
+        if (o.get("apiVersion"), o.get("kind")) == kind
+    }
+    for want in expected:
+        have_policy = existing.pop(want["metadata"]["name"], None)
+        if have_policy is None:
+            actions.append(act("create", "missing-policy", "the allow policy was missing", want))
+        elif (repair := _repair(have_policy, want, waiting=waiting, act=act)) is not None:
+            actions.append(repair)
+    for name, stale in sorted(existing.items()):
+        if _zone_of(stale) is None and scope is PolicyScope.ZONE and waiting:
+            continue  # a job-wide policy still covers pods that have no zone label yet
+        detail = f"{stale.get('kind')} {name} is not one the gang needs ({scope} scope)"
+        actions.append(act("delete", "policy-not-needed", detail, dict(stale)))
+    return actions
+
+
+def _zone_labels(
+    view: ClusterView,
+    namespace: str,
+    members: Sequence[Obj],
+    record_zone: str | None,
+    scope: PolicyScope,
+    act: Callable[..., Action],
+) -> tuple[list[Action], set[str], int]:
+    """In zone scope, a label for every running pod whose zone label is not its node's zone;
+    the zones the gang's pods are in; and how many pods wait for their zone label."""
     actions: list[Action] = []
     zones = {record_zone} if record_zone else set()
     waiting = 0
@@ -351,50 +395,28 @@ def _plan_policies(
             waiting += 1  # pinned before podium labelled zones: labelled once it is bound
         if truth or have:
             zones.add(str(truth or have))
-    expected = policies.build_policies(
-        gang=gang,
-        namespace=namespace,
-        mode=settings.policy_mode,
-        scope=scope,
-        zones=zones,
-        record_zone=record_zone,
+    return actions, zones, waiting
+
+
+def _repair(
+    have: Obj, want: Manifest, *, waiting: int, act: Callable[..., Action]
+) -> Action | None:
+    """The patch that brings an existing policy back to what the gang needs, if it differs."""
+    # podium's own word on what an object covers is its zone label (the selector may have
+    # been edited): a job-wide one is narrowed only once no pod waits for its zone label.
+    was, scoped = _zone_of(have), policies.policy_zone(want)
+    if have.get("spec") == want["spec"] or (was is None and scoped and waiting):
+        return None
+    diff = merge_diff(have.get("spec") or {}, want["spec"])
+    head: dict[str, Any] = {"resourceVersion": _meta(have).get("resourceVersion")}
+    if (_meta(have).get("labels") or {}) != want["metadata"]["labels"]:
+        head["labels"] = merge_diff(_meta(have).get("labels") or {}, want["metadata"]["labels"])
+    reason, detail = (
+        ("policy-scope", f"scoped to the gang's pods in {scoped}" if scoped else "job-wide")
+        if was != scoped
+        else ("policy-drifted", f"spec fields edited: {', '.join(sorted(diff))}")
     )
-    existing = {
-        str(_meta(o).get("name")): o
-        for o in objects
-        if (o.get("apiVersion"), o.get("kind")) == kind
-    }
-    for want in expected:
-        name = want["metadata"]["name"]
-        have_policy = existing.pop(name, None)
-        if have_policy is None:
-            actions.append(act("create", "missing-policy", "the allow policy was missing", want))
-            continue
-        # podium's own word on what an object covers is its zone label (the selector may have
-        # been edited): a job-wide one is narrowed only once no pod waits for its zone label.
-        was, scoped = _zone_of(have_policy), policies.policy_zone(want)
-        if have_policy.get("spec") == want["spec"] or (was is None and scoped and waiting):
-            continue
-        diff = merge_diff(have_policy.get("spec") or {}, want["spec"])
-        head: dict[str, Any] = {"resourceVersion": _meta(have_policy).get("resourceVersion")}
-        if (_meta(have_policy).get("labels") or {}) != want["metadata"]["labels"]:
-            head["labels"] = merge_diff(
-                _meta(have_policy).get("labels") or {}, want["metadata"]["labels"]
-            )
-        reason, detail = (
-            ("policy-scope", f"scoped to the gang's pods in {scoped}" if scoped else "job-wide")
-            if was != scoped
-            else ("policy-drifted", f"spec fields edited: {', '.join(sorted(diff))}")
-        )
-        actions.append(
-            act("repair", reason, detail, dict(have_policy), {"metadata": head, "spec": diff})
-        )
-    for name, stale in sorted(existing.items()):
-        if _zone_of(stale) is None and scope is PolicyScope.ZONE and waiting:
-            continue  # a job-wide policy still covers pods that have no zone label yet
-        detail = f"{stale.get('kind')} {name} is not one the gang needs ({scope} scope)"
-        actions.append(act("delete", "policy-not-needed", detail, dict(stale)))
-    return actions
+    return act("repair", reason, detail, dict(have), {"metadata": head, "spec": diff})
 
 
 def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: ClusterView) -> Gang | None:
@@ -455,13 +477,13 @@ class Reconciler:
         ready: Callable[[], bool],
         api: protocols.Objects,
         settings: Settings,
-        sink: audit.Sink,
+        sink: Sink,
         tuning: Tuning = Tuning(),
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        observe: Callable[[audit.AuditRecord], None] | None = None,
+        observe: Callable[[audit.AuditEntry], None] | None = None,
     ) -> None:
-        """``observe`` sees every audit record as it is written (the Event recorder)."""
+        """``observe`` sees every audit entry as it is written (the Event recorder)."""
         self.observe = observe
         self.view = view
         self.ready = ready
@@ -489,8 +511,8 @@ class Reconciler:
                 )
         return Owned(decisions=decisions, policies=found)
 
-    async def run_once(self) -> list[audit.AuditRecord]:
-        """One pass; the audit records of what it did. Nothing when not leading or not synced."""
+    async def run_once(self) -> list[audit.AuditEntry]:
+        """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
         if not (self.is_leader() and self.ready()):
             return []
         owned = await self.list_owned()
@@ -498,7 +520,7 @@ class Reconciler:
         actions = plan(self.view(), self.settings, owned=owned, now=now, tuning=self.tuning)
         return [await self.execute(action, now=now) for action in actions]
 
-    async def execute(self, action: Action, *, now: datetime) -> audit.AuditRecord:
+    async def execute(self, action: Action, *, now: datetime) -> audit.AuditEntry:
         started = time.perf_counter()
         try:
             result = await self._carry_out(action, now=now)
@@ -506,14 +528,14 @@ class Reconciler:
             result = "conflict"  # changed since it was listed: the next pass decides again
         except errors.ApiError as err:
             result = f"failed: {err}"
-        record = self._audit(action, result, now=now, started=started)
+        entry = self._audit(action, result, now=now, started=started)
         with contextlib.suppress(Exception):
-            self.sink.write(record)
+            self.sink.write(entry)
         if self.observe is not None:
             with contextlib.suppress(Exception):
-                self.observe(record)
+                self.observe(entry)
         log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
-        return record
+        return entry
 
     async def _carry_out(self, action: Action, *, now: datetime) -> str:
         kind, namespace, name = action.target
@@ -565,9 +587,9 @@ class Reconciler:
 
     def _audit(
         self, action: Action, result: str, *, now: datetime, started: float
-    ) -> audit.AuditRecord:
+    ) -> audit.AuditEntry:
         kind, namespace, name = action.target
-        record = audit.build(
+        entry = audit.build(
             request=None,
             decision=None,
             time=now,
@@ -578,18 +600,18 @@ class Reconciler:
             effects=[{"kind": kind, "name": name, "namespace": namespace, "outcome": result}],
             error=result[len("failed: ") :] if result.startswith("failed: ") else None,
         )
-        record["namespace"] = namespace
+        entry["namespace"] = namespace
         if kind == "Pod":
-            record["pod"] = name
-        record["action"] = action.verb
-        record["result"] = result
-        record["job"] = {
+            entry["pod"] = name
+        entry["action"] = action.verb
+        entry["result"] = result
+        entry["job"] = {
             "kind": str(action.owner.get("kind") or ""),
             "name": str(action.owner.get("name") or ""),
             "uid": str(action.owner.get("uid") or ""),
             "gang": action.gang,
         }
-        return record
+        return entry
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` until ``stop``; a failed pass is logged, not fatal."""

@@ -37,11 +37,12 @@ import uvicorn
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
-from webhook.core import labels, reviews
+from webhook.core import adapters, audit, labels, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
-from webhook.serve import admission, audit, discovery, events, guard, owners, reconciler, tls
+from webhook.serve import admission, discovery, events, guard, owners, reconciler, tls
+from webhook.serve.audit import BackgroundSink, FanOut, FileSink, Sink, StreamSink
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("podium.server")
@@ -225,7 +226,7 @@ def _internal_error(body: bytes, err: Exception, meter: Metrics) -> tuple[int, b
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per log line on stderr; stdout carries only audit records."""
+    """One JSON object per log line on stderr; stdout carries only audit entries."""
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -361,6 +362,10 @@ async def who_am_i(api: protocols.Api) -> str:
     return str(user or "")
 
 
+#: A loop that runs beside the admissions until the event is set.
+Loop = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
 def run(
     *,
     host: str,
@@ -378,100 +383,178 @@ def run(
     """Serve admissions until SIGTERM/SIGINT. Raises ``client.ClientConfigError``, ``OSError``
     or ``ssl.SSLError`` when it cannot start. ``context``: the kubeconfig context to use
     instead of its current one."""
-    ssl_context: ssl.SSLContext | None = None
-    reloader: tls.CertReloader | None = None
-    if use_tls:
-        if cert_file is None or key_file is None:
-            raise ValueError("TLS needs a certificate and a key file")
-        ssl_context = tls.server_context(
-            cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
-        )
-        reloader = tls.CertReloader(ssl_context, cert_file, key_file)
+    ssl_context, reloader = _tls(
+        use_tls=use_tls,
+        cert_file=cert_file,
+        key_file=key_file,
+        tls_min_version=tls_min_version,
+        client_ca_file=client_ca_file,
+    )
     api_client = client.load_client(kubeconfig, context)
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
         settings = dataclasses.replace(settings, own_user=user)
-    snapshot = ClusterView(zone_label=settings.zone_label)
-    watch_cache = cache.WatchCache(snapshot, client.KubeLister(api_client))
-    sinks: list[audit.Sink] = [audit.StreamSink()]
+    parts = _Parts.start(api_client, settings, audit_file=audit_file)
+    support, probing = _scheduler_support(api_client, settings)
+    admitter = _admitter(parts, support)
+    crd_guard = _crd_guard(parts)
+    background = (*_leader_loops(parts), *probing, crd_guard.run)
+    watch_cache = parts.watch_cache
+    app = create_app(
+        admitter=admitter,
+        ready=watch_cache.is_ready,
+        pending=watch_cache.pending,
+        metrics=parts.meter,
+        lifespan=serving_lifespan(watch_cache, reloader, parts.recorder, background=background),
+    )
+    _log_start(host, port, https=ssl_context is not None, settings=settings)
+    try:
+        uvicorn.Server(server_config(app, host=host, port=port, ssl_context=ssl_context)).run()
+    finally:
+        parts.trail.close()  # the admissions have stopped: write what is still queued
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Parts:
+    """What the server's pieces share: the API client, the settings, the cluster view and the
+    watch cache that keeps it current, the audit trail, the metrics and the event recorder."""
+
+    api_client: Any
+    settings: Settings
+    snapshot: ClusterView
+    watch_cache: cache.WatchCache
+    trail: BackgroundSink
+    meter: Metrics
+    recorder: events.EventRecorder
+
+    @classmethod
+    def start(cls, api_client: Any, settings: Settings, *, audit_file: Path | None) -> _Parts:
+        snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
+        meter = Metrics()
+        return cls(
+            api_client=api_client,
+            settings=settings,
+            snapshot=snapshot,
+            watch_cache=cache.WatchCache(snapshot, client.KubeLister(api_client)),
+            trail=_audit_trail(audit_file, meter),
+            meter=meter,
+            recorder=_event_recorder(api_client, meter),
+        )
+
+    def view(self) -> ClusterView:
+        return self.snapshot
+
+    def observe(self, entry: audit.AuditEntry) -> None:
+        """An admission's audit entry feeds the metrics and the events."""
+        self.meter.observe(entry)
+        self.recorder.observe(entry)
+
+
+def _admitter(parts: _Parts, support: discovery.SchedulerSupport) -> admission.Admitter:
+    admission_api = client.KubeObjects(parts.api_client, timeout=parts.settings.time_budget_seconds)
+    return admission.Admitter(
+        view=parts.view,
+        api=admission_api,
+        settings=parts.settings,
+        sink=parts.trail,
+        observe=parts.observe,
+        scheduler=support,
+        ready=parts.watch_cache.is_ready,
+        read_owners=owners.OwnerReader(parts.watch_cache, admission_api),
+    )
+
+
+def _crd_guard(parts: _Parts) -> guard.CiliumGuard:
+    """The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium
+    writes its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the
+    view."""
+    crd_guard = guard.CiliumGuard(
+        view=parts.view, ready=parts.watch_cache.is_ready, settings=parts.settings, sink=parts.trail
+    )
+    parts.meter.track_withheld(lambda: crd_guard.withholding)
+    return crd_guard
+
+
+def _tls(
+    *,
+    use_tls: bool,
+    cert_file: Path | None,
+    key_file: Path | None,
+    tls_min_version: tls.TLSVersionName,
+    client_ca_file: Path | None,
+) -> tuple[ssl.SSLContext | None, tls.CertReloader | None]:
+    """The server's TLS context and what reloads its certificate; neither for plain HTTP."""
+    if not use_tls:
+        return None, None
+    if cert_file is None or key_file is None:
+        raise ValueError("TLS needs a certificate and a key file")
+    ssl_context = tls.server_context(
+        cert_file, key_file, min_version=tls_min_version, client_ca_file=client_ca_file
+    )
+    return ssl_context, tls.CertReloader(ssl_context, cert_file, key_file)
+
+
+def _audit_trail(audit_file: Path | None, meter: Metrics) -> BackgroundSink:
+    """Audit lines to stdout (and the audit file), written by a thread, drops counted."""
+    sinks: list[Sink] = [StreamSink()]
     if audit_file is not None:
-        sinks.append(audit.FileSink(audit_file))
-    meter = Metrics()
-    trail = audit.BackgroundSink(audit.FanOut(sinks), on_drop=meter.audit_dropped.inc)
-    recorder = events.EventRecorder(
+        sinks.append(FileSink(audit_file))
+    return BackgroundSink(FanOut(sinks), on_drop=meter.audit_dropped.inc)
+
+
+def _event_recorder(api_client: Any, meter: Metrics) -> events.EventRecorder:
+    return events.EventRecorder(
         client.KubeObjects(api_client, timeout=events.POST_TIMEOUT).create,
         instance=os.environ.get("POD_NAME") or socket.gethostname(),
         on_drop=lambda reason: meter.events_dropped.labels(reason=reason).inc(),
     )
 
-    def observe(record: audit.AuditRecord) -> None:
-        meter.observe(record)
-        recorder.observe(record)
 
-    background: list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = []
+def _scheduler_support(
+    api_client: Any, settings: Settings
+) -> tuple[discovery.SchedulerSupport, tuple[Loop, ...]]:
+    """What the scheduler supports and the loop that keeps it current; with ``zone-chooser:
+    auto`` only, asked once now (the other modes never ask)."""
     prober = client.KubeObjects(api_client)
     support = discovery.SchedulerSupport(
         lambda manifest: prober.create(manifest, dry_run=True),
         namespace=settings.own_namespace,
         zone_label=settings.zone_label,
     )
-    if settings.zone_chooser is ZoneChooser.AUTO:  # the other modes never ask
-        asyncio.run(support.check())  # the answer is known before the first admission
-        background.append(support.run)
-    admission_api = client.KubeObjects(api_client, timeout=settings.time_budget_seconds)
-    admitter = admission.Admitter(
-        view=lambda: snapshot,
-        api=admission_api,
-        settings=settings,
-        sink=trail,
-        observe=observe,
-        scheduler=support,
-        ready=watch_cache.is_ready,
-        read_owners=owners.OwnerReader(watch_cache, admission_api),
-    )
-    objects = client.KubeObjects(api_client)
+    if settings.zone_chooser is not ZoneChooser.AUTO:
+        return support, ()
+    asyncio.run(support.check())  # the answer is known before the first admission
+    return support, (support.run,)
+
+
+def _leader_loops(parts: _Parts) -> tuple[Loop, Loop]:
+    """Leader election, and the reconciler that acts only while this replica leads."""
+    objects = client.KubeObjects(parts.api_client)
+    settings = parts.settings
     elector = leader.LeaderElector(
         objects, namespace=settings.own_namespace, identity=leader.default_identity()
     )
     keeper = reconciler.Reconciler(
-        view=lambda: snapshot,
-        ready=watch_cache.is_ready,
+        view=parts.view,
+        ready=parts.watch_cache.is_ready,
         api=objects,
         settings=settings,
-        sink=trail,
+        sink=parts.trail,
         tuning=reconciler.Tuning.from_settings(settings),
         is_leader=lambda: elector.is_leader,
-        observe=recorder.observe,
+        observe=parts.recorder.observe,
     )
-    # The installed CiliumNetworkPolicy CRD: at start and on every change, whether podium writes
-    # its policy (audit, log, podium_cilium_policy_withheld); the engine reads it from the view.
-    crd_guard = guard.CiliumGuard(
-        view=lambda: snapshot, ready=watch_cache.is_ready, settings=settings, sink=trail
-    )
-    meter.track_withheld(lambda: crd_guard.withholding)
-    background.append(crd_guard.run)
-    app = create_app(
-        admitter=admitter,
-        ready=watch_cache.is_ready,
-        pending=watch_cache.pending,
-        metrics=meter,
-        lifespan=serving_lifespan(
-            watch_cache, reloader, recorder, background=(elector.run, keeper.run, *background)
-        ),
-    )
-    config = server_config(app, host=host, port=port, ssl_context=ssl_context)
+    return elector.run, keeper.run
+
+
+def _log_start(host: str, port: int, *, https: bool, settings: Settings) -> None:
     log.info(
         "podium serving on %s://%s:%d (own namespace %s, policy mode %s, as user %s)",
-        "https" if ssl_context else "http",
+        "https" if https else "http",
         host,
         port,
         settings.own_namespace,
         settings.policy_mode,
         settings.own_user or "?",
     )
-    try:
-        uvicorn.Server(config).run()
-    finally:
-        trail.close()  # the admissions have stopped: write what is still queued
-        api_client.close()  # type: ignore[no-untyped-call]

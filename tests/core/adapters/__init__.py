@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tests.builders import ZONE, JobBuilder, PodBuilder, template
-from webhook.core import resources
+from webhook.core import adapters, resources
 from webhook.core.view import ClusterView
 
 NS = "team-a"
@@ -31,7 +31,7 @@ Obj = dict[str, Any]
 
 
 def view(*objects: Obj) -> ClusterView:
-    return ClusterView.from_objects(objects, zone_label=ZONE)
+    return ClusterView.from_objects(objects, zone_label=ZONE, kept=adapters.KEPT)
 
 
 def gpus(n: int) -> resources.Resources:

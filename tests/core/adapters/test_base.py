@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from tests.builders import PodBuilder
+from tests.scenarios import pytorchjob
 from webhook.core import adapters
 from webhook.core.adapters import base
+from webhook.core.view import ClusterView
 
 
 @pytest.mark.parametrize(
@@ -64,4 +66,19 @@ def test_the_merged_declarations_keep_each_kind_once_in_the_adapters_order() -> 
     assert ("batch/v1", "Job") in kinds  # declared by both mpi-operator and JobSet
     every = {k for a in adapters.ADAPTERS for k in a.reads.kinds}
     assert set(adapters.KINDS) == every
-    assert set(base.WORLD_SIZE_ENV) <= adapters.POD_ENV
+    assert set(base.WORLD_SIZE_ENV) <= adapters.KEPT.env
+
+
+@pytest.mark.parametrize("group", [None, "2"])
+def test_job_of_gang_reads_a_job_wide_or_a_per_group_key(group: str | None) -> None:
+    pj = pytorchjob()
+    uid = pj["metadata"]["uid"]
+    key = uid if group is None else base.group_gang_key(uid, group)
+    view = ClusterView.from_objects([pj], zone_label="z", kept=adapters.KEPT)
+    assert base.job_of_gang(key, view) == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": pj["metadata"]["name"],
+        "uid": uid,
+    }
+    assert base.job_of_gang("not-a-uid", view) == {}

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.core import adapters
 from webhook.core.adapters import recognise
 from webhook.core.adapters.base import Gang
 from webhook.core.view import ClusterView
@@ -175,7 +176,9 @@ def _gangs(golden: dict[str, Any], *, admitted: bool) -> list[tuple[str, Gang | 
     pods = _pods(golden, admitted=admitted)
     answers = []
     for index, pod in enumerate(pods):
-        view = ClusterView.from_objects([*objects, *pods[:index]], zone_label=ZONE)
+        view = ClusterView.from_objects(
+            [*objects, *pods[:index]], zone_label=ZONE, kept=adapters.KEPT
+        )
         review = copy.deepcopy(pod)
         # What the webhook gets: no UID yet, and no name when the controller generates it.
         del review["metadata"]["uid"]

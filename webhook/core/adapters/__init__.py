@@ -10,14 +10,11 @@ first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from webhook.core.adapters import jobset, kuberay, lws, mpi, trainingoperator, volcano
 from webhook.core.adapters.base import WORLD_SIZE_ENV, Adapter, Gang, Kind, is_label_value
 from webhook.core.objects import Obj, is_mapping
-
-if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+from webhook.core.view import ClusterView, Kept
 
 ADAPTERS: Sequence[Adapter] = (
     trainingoperator.TrainingOperatorAdapter(),
@@ -31,12 +28,14 @@ ADAPTERS: Sequence[Adapter] = (
 # What all the adapters read (``base.Reads``), for the watch cache and the view.
 #: Every kind, once, in the adapters' order.
 KINDS: tuple[Kind, ...] = tuple(dict.fromkeys(k for a in ADAPTERS for k in a.reads.kinds))
-POD_PREFIXES: tuple[str, ...] = tuple(
-    dict.fromkeys(p for a in ADAPTERS for p in a.reads.pod_prefixes)
+#: What the view keeps of other pods: every framework label, annotation and env value an adapter
+#: reads from a pod, and the labels that name a gang's members, indexed.
+KEPT = Kept(
+    prefixes=tuple(dict.fromkeys(p for a in ADAPTERS for p in a.reads.pod_prefixes)),
+    keys=frozenset().union(*(a.reads.pod_keys for a in ADAPTERS)),
+    env=frozenset(WORLD_SIZE_ENV).union(*(a.reads.pod_env for a in ADAPTERS)),
+    indexed_labels=frozenset().union(*(a.reads.member_labels for a in ADAPTERS)),
 )
-POD_KEYS: frozenset[str] = frozenset().union(*(a.reads.pod_keys for a in ADAPTERS))
-POD_ENV: frozenset[str] = frozenset(WORLD_SIZE_ENV).union(*(a.reads.pod_env for a in ADAPTERS))
-MEMBER_LABELS: frozenset[str] = frozenset().union(*(a.reads.member_labels for a in ADAPTERS))
 
 
 def recognise(pod: Obj, namespace: str, view: ClusterView) -> Gang | None:

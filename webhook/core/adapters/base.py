@@ -153,6 +153,31 @@ def is_label_value(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
+#: Joins a job's UID and a group in the key of a per-group gang (LWS: ``<lws uid>-g<group>``).
+GROUP_SUFFIX = "-g"
+
+
+def group_gang_key(job_uid: str, group: str) -> str:
+    """The gang key of one group of a group-wise job, cut to fit a label value."""
+    return f"{job_uid}{GROUP_SUFFIX}{group}"[:63].rstrip("-_.")
+
+
+def job_of_gang(gang: str, view: ClusterView) -> Mapping[str, Any]:
+    """The ownerReference of the job a gang key names (its UID, or its UID before a group
+    suffix), if the view holds it."""
+    for uid in (gang, gang.rsplit(GROUP_SUFFIX, 1)[0]):
+        job = view.by_uid(uid)
+        if job is not None:
+            meta = metadata_of(job)
+            return {
+                "apiVersion": job.get("apiVersion"),
+                "kind": job.get("kind"),
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+            }
+    return {}
+
+
 def metadata_of(obj: object) -> Mapping[str, Any]:
     return as_mapping(as_mapping(obj).get("metadata"))
 

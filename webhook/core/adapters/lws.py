@@ -51,7 +51,7 @@ class LeaderWorkerSetAdapter:
         sts = base.controller(pod, "apps", ("StatefulSet",))
         pod_labels = base.labels_of(pod)
         name, group = pod_labels.get(NAME), pod_labels.get(GROUP_INDEX)
-        if sts is None or not name or base.parse_count(group) is None:
+        if sts is None or not name or group is None or base.parse_count(group) is None:
             return None
         if sts["name"] != name and not sts["name"].startswith(f"{name}-"):
             return None
@@ -59,7 +59,7 @@ class LeaderWorkerSetAdapter:
         uid = base.uid_of(lws)
         if lws is None or uid is None or not _chain_agrees(view, sts, namespace, uid):
             return None
-        key = f"{uid}-g{group}"[:63].rstrip("-_.")
+        key = base.group_gang_key(uid, group)
         if not base.is_label_value(key):
             return None
         worker = pod_labels.get(WORKER_INDEX)
