@@ -436,7 +436,7 @@ def _unschedulable(job: _Job) -> list[Finding]:
         holding = f"; {bound} of its {len(job.pods)} pod(s) are bound and hold their resources"
         detail = (
             f"{len(pods)} pod(s) pinned to {zone} cannot be scheduled there, the scheduler says: "
-            f"\"{message}\"{holding if bound else ''}"
+            f'"{message}"{holding if bound else ""}'
         )
         remedy = (
             f"{zone} has no room for them: free capacity there, or wait for it to free up; "
