@@ -772,8 +772,8 @@ class ClusterView:
         finished or went reserves nothing from that moment; ``since`` only bounds how long a gang
         whose remaining pods never come keeps its reservation.
 
-        A running sum that every record, every change of a gang's bound pods and every move of
-        the window updates by one share: a query costs the same however many gangs were decided
+        A running sum that every record, every pod event that changes a gang's pending or seen
+        pods and every move of the window updates by one share: a query costs the same however many gangs were decided
         recently. The window moves forward with ``since``; a query for an earlier ``since`` (a
         clock set back) rebuilds it from the records decided since then."""
         start = since.timestamp()
