@@ -773,9 +773,9 @@ class ClusterView:
         whose remaining pods never come keeps its reservation.
 
         A running sum that every record, every pod event that changes a gang's pending or seen
-        pods and every move of the window updates by one share: a query costs the same however many gangs were decided
-        recently. The window moves forward with ``since``; a query for an earlier ``since`` (a
-        clock set back) rebuilds it from the records decided since then."""
+        pods and every move of the window updates by one share: a query costs the same however
+        many gangs were decided recently. The window moves forward with ``since``; a query for an
+        earlier ``since`` (a clock set back) rebuilds it from the records decided since then."""
         start = since.timestamp()
         if start < self._window:
             self._shares.clear()
