@@ -41,9 +41,10 @@ PODIUM_WEBHOOK = "pods.podium.dev"
 PODIUM_SCHEDULER_CONFIG: str | None = "zone-chooser: scheduler\n"
 
 #: podium's one setting that is a span of *job* time, compressed like the trace: a decided gang's
-#: unbound demand counts as taken for ``reservation-seconds`` (default 600 s, ten minutes), so in
-#: the study for 600 simulated seconds. Left at 600 real seconds it would hold for 600 simulated
-#: minutes — the whole run (the ``podium-uncompressed`` arm shows what that does).
+#: demand that its pods have not yet bound, finished or left counts as taken for at most
+#: ``reservation-seconds`` (default 600 s, ten minutes), so in the study 600 simulated seconds.
+#: Left at 600 real seconds it would hold for 600 simulated minutes — the whole run (the
+#: ``podium-uncompressed`` arm shows what that does).
 PODIUM_RESERVATION_SIM_SECONDS = 600.0
 PODIUM_STUDY_CONFIG = (
     f"reservation-seconds: {PODIUM_RESERVATION_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"

@@ -299,6 +299,27 @@ def test_d_reservations_of_recent_decisions_count_as_taken(now: datetime) -> Non
     assert third.zone == "zone-b"
 
 
+def test_d_a_finished_jobs_zone_is_free_again_at_once(now: datetime) -> None:
+    """The reported case: a job decided into zone-b ran and finished well within the reservation
+    window; a job of the same size fits zone-b again, best, and must get it."""
+    first_job, second_job = pytorchjob("first", workers=1), pytorchjob("second", workers=1)
+    first = decide(pytorch_pod(first_job).obj(), base_cluster(first_job, second_job), now)
+    assert first.zone == "zone-b" and first.record is not None
+    gang = first.record["data"]["gang"]
+
+    def first_pods(phase: str) -> list[dict[str, Any]]:
+        return [
+            pytorch_pod(first_job, rtype).label(labels.JOB, gang).bound(node, phase=phase).obj()
+            for rtype, node in (("master", "b-1"), ("worker", "b-2"))
+        ]
+
+    cluster = base_cluster(first_job, second_job, first.record)
+    running = decide(pytorch_pod(second_job).obj(), [*cluster, *first_pods("Running")], now)
+    assert running.zone == "zone-c"
+    done = decide(pytorch_pod(second_job).obj(), [*cluster, *first_pods("Succeeded")], now)
+    assert (done.zone, done.reason) == ("zone-b", "best-fit")
+
+
 def test_d_demand_falls_back_to_world_size(now: datetime) -> None:
     pj = pytorchjob(workers=3)
     pod = pytorch_pod(pj).env("WORLD_SIZE", "4").obj()

@@ -312,26 +312,53 @@ def _gang_record(gang: str, zone: str, gpus: int, decided: datetime) -> dict[str
     return obj
 
 
+#: The states a gang's pod can be in, as ``reserved`` tells them apart.
+POD_STATES = ("pending", "bound", "succeeded", "failed-unscheduled")
+
+
+def _gang_pod(name: str, gang: str, gpus: int, state: str) -> dict[str, Any]:
+    pod = PodBuilder(NS, name=name).uid().gpus(gpus).label(labels.JOB, gang)
+    if state == "bound":
+        pod.bound("n1")
+    elif state == "succeeded":
+        pod.bound("n1", phase="Succeeded")
+    obj = pod.obj()
+    if state == "failed-unscheduled":
+        obj["status"] = {"phase": "Failed"}
+    return obj
+
+
+def _gone(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}}
+
+
 def _brute_reserved(
     held: dict[str, tuple[str, int, float]],
-    bound: dict[str, tuple[str, int]],
+    pods: dict[str, tuple[str, int, str]],
+    gone: dict[tuple[str, str], int],
     since: float,
     exclude: str,
 ) -> dict[str, dict[str, int]]:
-    """What ``reserved`` must say, from scratch: per zone, each recent record's demand minus
-    what its gang's bound pods use, never below zero, per resource."""
+    """What ``reserved`` must say, from scratch: per zone, for each recent record, its demand that
+    no pod seen yet stands for (pods not yet created) plus its pods still pending, never more than
+    its demand, per resource. Bound, finished and deleted (``gone``) pods need no room."""
     out: dict[str, dict[str, int]] = {}
     for gang, (zone, gpus, decided) in held.items():
         if decided < since or gang == exclude:
             continue
-        used = {GPU: 0, "pods": 0}
-        for pod_gang, pod_gpus in bound.values():
-            if pod_gang == gang:
-                used = {GPU: used[GPU] + pod_gpus, "pods": used["pods"] + 1}
-        share = {GPU: max(0, gpus - used[GPU]), "pods": max(0, 2 - used["pods"])}
+        demand = {GPU: gpus, "pods": 2}
+        seen = {GPU: 0, "pods": 0}
+        pending = {GPU: 0, "pods": 0}
+        mine = [(g, "gone") for (pod_gang, _), g in gone.items() if pod_gang == gang]
+        mine += [(g, state) for pod_gang, g, state in pods.values() if pod_gang == gang]
+        for pod_gpus, state in mine:
+            seen = {GPU: seen[GPU] + pod_gpus, "pods": seen["pods"] + 1}
+            if state == "pending":
+                pending = {GPU: pending[GPU] + pod_gpus, "pods": pending["pods"] + 1}
         zone_total = out.setdefault(zone, {})
-        for name, amount in share.items():
-            zone_total[name] = zone_total.get(name, 0) + amount
+        for name, amount in demand.items():
+            share = min(amount, pending[name] + max(0, amount - seen[name]))
+            zone_total[name] = zone_total.get(name, 0) + share
     return _nonzero(out)
 
 
@@ -341,6 +368,7 @@ def _nonzero(per_zone: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
 
 
 GANGS = ("g1", "g2")
+POD_NAMES = ("p1", "p2", "p3", "p4")
 steps = st.lists(
     st.one_of(
         st.tuples(
@@ -352,12 +380,13 @@ steps = st.lists(
         ),
         st.tuples(st.just("forget"), st.sampled_from(GANGS)),
         st.tuples(
-            st.just("bind"),
-            st.sampled_from(["p1", "p2", "p3", "p4"]),
+            st.just("pod"),
+            st.sampled_from(POD_NAMES),
             st.sampled_from(GANGS),
             st.integers(1, 3),
+            st.sampled_from(POD_STATES),
         ),
-        st.tuples(st.just("unbind"), st.sampled_from(["p1", "p2", "p3", "p4"])),
+        st.tuples(st.just("delete"), st.sampled_from(POD_NAMES)),
         st.tuples(st.just("query"), st.integers(-10, 110), st.sampled_from(["", *GANGS])),
     ),
     max_size=40,
@@ -373,7 +402,10 @@ def test_reserved_is_the_running_sum_a_scan_would_compute(plan: list[tuple[Any, 
         NodeBuilder("n2").zone("zone-b").gpus(64).obj(),
     )
     held: dict[str, tuple[str, int, float]] = {}
-    bound: dict[str, tuple[str, int]] = {}
+    pods: dict[str, tuple[str, int, str]] = {}
+    #: Pods deleted while their gang had a record: they need no room, and the view remembers
+    #: them (for as long as the gang has a record) so as not to take them for pods to come.
+    gone: dict[tuple[str, str], int] = {}
     # End with a query excluding each gang in turn, from the widest window and from the newest.
     last = [("query", offset, gang) for offset in (-10, 60) for gang in ("", *GANGS)]
     for step in [*plan, *last]:
@@ -386,18 +418,119 @@ def test_reserved_is_the_running_sum_a_scan_would_compute(plan: list[tuple[Any, 
             zone, gpus, decided_ts = held.pop(step[1])
             decided = datetime.fromtimestamp(decided_ts, UTC)
             snap.apply("DELETED", _gang_record(step[1], zone, gpus, decided))
-        elif step[0] == "bind":
-            _, name, gang, gpus = step
-            snap.apply("MODIFIED", gpu_pod(name, "n1", gpus, **{labels.JOB: gang}))
-            bound[name] = (gang, gpus)
-        elif step[0] == "unbind" and step[1] in bound:
-            snap.apply("DELETED", gpu_pod(step[1], None))
-            del bound[step[1]]
+            gone = {k: v for k, v in gone.items() if k[0] != step[1]}
+        elif step[0] == "pod":
+            _, name, gang, gpus, state = step
+            snap.apply("MODIFIED", _gang_pod(name, gang, gpus, state))
+            pods[name] = (gang, gpus, state)
+            gone.pop((gang, name), None)
+        elif step[0] == "delete" and step[1] in pods:
+            snap.apply("DELETED", _gone(step[1]))
+            gang, gpus, _ = pods.pop(step[1])
+            if gang in held:
+                gone[(gang, step[1])] = gpus
         elif step[0] == "query":
             _, offset, exclude = step
             since = epoch + timedelta(seconds=offset)
             got = snap.reserved(since=since, exclude=exclude)
-            assert _nonzero(got) == _brute_reserved(held, bound, since.timestamp(), exclude)
+            assert _nonzero(got) == _brute_reserved(held, pods, gone, since.timestamp(), exclude)
+
+
+gang_pods = st.lists(
+    st.tuples(st.integers(1, 4), st.sampled_from([*POD_STATES, "gone"])), min_size=0, max_size=6
+)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 6), gang_pods)
+def test_a_gang_never_reserves_more_than_its_demand_and_nothing_once_its_pods_are_done(
+    demand_gpus: int, size: int, members: list[tuple[int, str]]
+) -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    snap = view(NodeBuilder("n1").zone("zone-a").gpus(64).obj())
+    record = _gang_record("g", "zone-a", demand_gpus, now)
+    record["data"]["demand"] = f'{{"{GPU}": {demand_gpus}, "pods": {size}}}'
+    snap.apply("ADDED", record)
+    for i, (gpus, state) in enumerate(members):
+        snap.apply("ADDED", _gang_pod(f"p{i}", "g", gpus, "pending"))
+        if state == "gone":
+            snap.apply("DELETED", _gone(f"p{i}"))
+        else:
+            snap.apply("MODIFIED", _gang_pod(f"p{i}", "g", gpus, state))
+    reserved = snap.reserved(since=now).get("zone-a", {})
+    assert reserved.get(GPU, 0) <= demand_gpus and reserved.get("pods", 0) <= size
+    # Every pod that exists is bound, finished or gone, and they stand for the whole gang.
+    done = all(state != "pending" for _, state in members)
+    if done and len(members) >= size and sum(gpus for gpus, _ in members) >= demand_gpus:
+        assert _nonzero({"zone-a": reserved}) == {}
+
+
+#: A gang of two 8-GPU pods (demand 16 GPUs, 2 pods), decided into zone-a: what it reserves
+#: there as its pods come, bind, finish and go. ``+name:state`` creates or changes a pod,
+#: ``-name`` deletes it, ``-record`` deletes the gang's record (its job was deleted).
+RESERVATION_CASES = [
+    ("decided, no pod created yet", [], 16),
+    ("first pod admitted, the other not created yet", ["+m:pending"], 16),
+    ("both created, pending", ["+m:pending", "+w:pending"], 16),
+    ("one bound, the other not created yet", ["+m:bound"], 8),
+    ("one bound, one pending", ["+m:bound", "+w:pending"], 8),
+    ("both bound", ["+m:bound", "+w:bound"], 0),
+    ("both finished (the reported case)", ["+m:succeeded", "+w:succeeded"], 0),
+    ("one succeeded, one failed before it was scheduled", ["+m:succeeded", "+w:failed"], 0),
+    ("one bound, one deleted while pending", ["+m:bound", "+w:pending", "-w"], 0),
+    ("both deleted", ["+m:bound", "+w:bound", "-m", "-w"], 0),
+    ("one deleted before the other was created", ["+m:pending", "-m"], 8),
+    ("a deleted pod re-created under its name", ["+m:bound", "+w:bound", "-w", "+w:pending"], 8),
+    ("a failed pod replaced under a new name", ["+m:bound", "+w:failed", "+w2:pending"], 8),
+    ("elastic: scaled past its recorded size", ["+m:bound", "+w:bound", "+x:pending"], 8),
+    ("its job deleted: the record goes", ["+m:pending", "-record"], 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("steps", "gpus"), [pytest.param(s, g, id=i) for i, s, g in RESERVATION_CASES]
+)
+def test_a_gang_reserves_what_its_pods_not_bound_finished_or_gone_need(
+    steps: list[str], gpus: int
+) -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    record = _gang_record("g", "zone-a", 16, now)
+    snap = view(NodeBuilder("n1").zone("zone-a").gpus(64).obj(), record)
+    states = {"failed": "failed-unscheduled"}
+    for step in steps:
+        if step == "-record":
+            snap.apply("DELETED", record)
+        elif step.startswith("-"):
+            snap.apply("DELETED", _gone(step[1:]))
+        else:
+            name, state = step[1:].split(":")
+            snap.apply("MODIFIED", _gang_pod(name, "g", 8, states.get(state, state)))
+    assert snap.reserved(since=now).get("zone-a", {}).get(GPU, 0) == gpus
+
+
+def test_a_gang_whose_pods_never_come_stops_reserving_after_the_window() -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    snap = view(
+        NodeBuilder("n1").zone("zone-a").gpus(64).obj(), _gang_record("g", "zone-a", 16, now)
+    )
+    snap.apply("ADDED", _gang_pod("m", "g", 8, "bound"))
+    assert snap.reserved(since=now)["zone-a"][GPU] == 8
+    assert _nonzero(snap.reserved(since=now + timedelta(seconds=1))) == {}
+
+
+def test_an_updated_record_keeps_the_memory_of_deleted_pods() -> None:
+    """A record modified (the reconciler marks or unmarks it) is not a new gang: its deleted pods
+    stay counted as gone, and its reservation stays at zero."""
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    record = _gang_record("g", "zone-a", 16, now)
+    snap = view(NodeBuilder("n1").zone("zone-a").gpus(64).obj(), record)
+    for name in ("m", "w"):
+        snap.apply("ADDED", _gang_pod(name, "g", 8, "succeeded"))
+        snap.apply("DELETED", _gone(name))
+    marked = copy.deepcopy(record)
+    marked["metadata"]["annotations"] = {"podium.dev/orphan-since": now.isoformat()}
+    snap.apply("MODIFIED", marked)
+    assert _nonzero(snap.reserved(since=now)) == {}
 
 
 def test_an_excluded_gang_whose_pods_are_all_bound_in_an_otherwise_empty_zone() -> None:

@@ -258,6 +258,22 @@ def test_not_every_pod_pinned_is_a_check(base: dict[str, Any]) -> None:
     assert gang.verdict == "check"
 
 
+def test_pinned_without_room_is_a_check_the_records_cannot_settle(
+    base: dict[str, Any], tmp_path: Path
+) -> None:
+    """A gang pinned by no-fit-most-free went to a zone without room for all of it: not ``ok``.
+    Whether its pods still wait there is not in the records (``podium doctor`` reads the pods):
+    a check, not a failure — the exit status stays 0."""
+    records = [rec(base, reason="no-fit-most-free"), rec(base, pod="w", reason="recorded")]
+    (gang,) = auditview.summarize(records).gangs
+    assert (gang.verdict, gang.as_dict()["verdict"]) == ("no-room", "no-room")
+    (healthy,) = auditview.summarize([rec(base, reason="best-fit")]).gangs
+    assert healthy.verdict == "ok"
+    result = invoke(str(write(tmp_path / "audit.jsonl", records)))
+    assert result.exit_code == 0, result.output
+    assert "pinned without room (podium doctor: are its pods Pending?)" in result.output
+
+
 # -- the command --------------------------------------------------------------------------------
 
 

@@ -198,6 +198,23 @@ def default_deny_without_allow(c: Cluster) -> None:
     )
 
 
+SCHEDULER_SAYS = (
+    "0/11 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, "
+    "8 Insufficient nvidia.com/gpu. preemption: 0/11 nodes are available: 11 No preemption "
+    "victims found for incoming pod."
+)
+
+
+def pending(c: Cluster, reason: str = "Unschedulable") -> None:
+    """The worker, pinned to zone-c, not bound: the scheduler says why (``reason``)."""
+    worker = c.pods[1]
+    del worker["spec"]["nodeName"]
+    condition = {"type": "PodScheduled", "status": "False", "reason": reason}
+    if reason == "Unschedulable":
+        condition["message"] = SCHEDULER_SAYS
+    worker["status"] = {"phase": "Pending", "conditions": [condition]}
+
+
 NO_FINDINGS: list[str] = []
 CASES: list[tuple[str, Callable[[Cluster], None], list[str]]] = [
     ("healthy", lambda c: None, NO_FINDINGS),
@@ -303,6 +320,22 @@ CASES: list[tuple[str, Callable[[Cluster], None], list[str]]] = [
         ),
         NO_FINDINGS,
     ),
+    ("a pinned pod the scheduler cannot place in its zone", pending, ["unschedulable"]),
+    (
+        "a pending pod the scheduler has not judged yet",
+        lambda c: (pending(c), c.pods[1]["status"].pop("conditions")),
+        NO_FINDINGS,
+    ),
+    (
+        "a pod another system holds back (SchedulingGated)",
+        lambda c: pending(c, "SchedulingGated"),
+        NO_FINDINGS,
+    ),
+    (
+        "an unschedulable pod podium did not pin is only not-pinned",
+        lambda c: (pending(c), not_pinned(c)),
+        ["not-pinned"],
+    ),
     (
         "finished pods are not judged",
         lambda c: (split(c), c.pods[1].update(status={"phase": "Succeeded"})),
@@ -321,6 +354,19 @@ def test_checks(case: str, change: Callable[[Cluster], None], checks: list[str])
     assert [f.check for f in job.findings] == checks
     assert job.ok is (not checks)
     assert result.ok is (not checks)
+
+
+def test_unschedulable_quotes_the_scheduler_and_says_what_to_do() -> None:
+    c = Cluster()
+    pending(c)
+    (finding,) = c.diagnose().findings
+    assert finding.detail == (
+        "1 pod(s) pinned to zone-c cannot be scheduled there, the scheduler says: "
+        f'"{SCHEDULER_SAYS}"; 1 of its 2 pod(s) are bound and hold their resources'
+    )
+    assert finding.pods == ("llama-worker-0",)
+    assert finding.fix.startswith("zone-c has no room for them: free capacity there")
+    assert "delete the job and submit it again" in finding.fix
 
 
 def test_split_names_the_zones_and_the_pods() -> None:

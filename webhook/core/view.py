@@ -50,6 +50,7 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 #: How many distinct scheduling constraints keep a cached set of candidate nodes.
 CANDIDATE_CACHE_SIZE = 16
 _EMPTY: Mapping[str, str] = {}
+_EMPTY_RESOURCES: resources.Resources = {}
 _T = TypeVar("_T")
 
 
@@ -214,6 +215,11 @@ class PodSummary:
         """On a node and not finished: its requests count against the node."""
         return bool(self.node) and self.phase not in TERMINAL_PHASES
 
+    @property
+    def pending(self) -> bool:
+        """Neither on a node nor finished: it still needs room somewhere."""
+        return not self.node and self.phase not in TERMINAL_PHASES
+
     def as_object(self) -> dict[str, Any]:
         """A pod object carrying exactly the kept fields, for code that reads pods as dicts."""
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
@@ -328,13 +334,20 @@ class ClusterView:
         self._used: dict[str, resources.Resources] = defaultdict(dict)
         #: Requests of bound, running pods per podium gang label value.
         self._gang_used: dict[str, resources.Resources] = defaultdict(dict)
+        #: Per gang label value: requests of its pods that are neither bound nor finished (they
+        #: still need room), and of every pod seen with the label, by (namespace, name), kept
+        #: after the pod is deleted while the gang has a reservable record (what is gone no
+        #: longer needs room, and the pods not yet created are the demand none of these cover).
+        self._gang_pending: dict[str, resources.Resources] = {}
+        self._gang_seen: dict[str, dict[tuple[str, str], resources.Resources]] = {}
+        self._gang_seen_total: dict[str, resources.Resources] = {}
         #: podium's decision records (ConfigMaps it manages), by key, and ordered by decidedAt.
         self._records: dict[ObjectKey, Obj] = {}
         self._record_order: list[tuple[float, ObjectKey]] = []
         self._record_time: dict[ObjectKey, float] = {}
         #: Reservations (``reserved``): records with a zone and a decision time, by key and by
-        #: gang; the share of each one decided since ``_window`` that is not bound yet; their sum
-        #: per zone.
+        #: gang; the share of each one decided since ``_window`` that still needs room
+        #: (``_share_of``); their sum per zone.
         self._reservable: dict[ObjectKey, records.Record] = {}
         self._gang_records: dict[str, set[ObjectKey]] = {}
         self._window = -math.inf
@@ -364,10 +377,11 @@ class ClusterView:
             self._apply_node(event, name, obj)
         else:
             old = self._objects.pop(key, None)
-            if old is not None:
-                self._forget(key, old)
+            unrecorded = self._forget(key, old) if old is not None else None
             if event != "DELETED":
                 self._remember(key, obj)
+            if unrecorded is not None and unrecorded not in self._gang_records:
+                self._forget_gone(unrecorded)
 
     def _remember(self, key: ObjectKey, obj: Obj) -> None:
         self._objects[key] = obj
@@ -388,11 +402,14 @@ class ClusterView:
                     if decided >= self._window:
                         self._add_share(key)
 
-    def _forget(self, key: ObjectKey, obj: Obj) -> None:
+    def _forget(self, key: ObjectKey, obj: Obj) -> str | None:
+        """Drop what the view derived from ``obj``; the gang whose last reservable record this
+        was, if it was one (its deleted pods are forgotten unless a new version replaces it)."""
         self._derived.pop(id(obj), None)
         uid = (obj.get("metadata") or {}).get("uid")
         if uid and self._by_uid.get(str(uid)) == key:
             del self._by_uid[str(uid)]
+        gang = None
         if self._records.pop(key, None) is not None:
             self._drop_share(key)
             record = self._reservable.pop(key, None)
@@ -401,10 +418,12 @@ class ClusterView:
                 keys.discard(key)
                 if not keys:
                     del self._gang_records[record.gang]
+                    gang = record.gang
             decided = self._record_time.pop(key, None)
             if decided is not None:
                 at = bisect.bisect_left(self._record_order, (decided, key))
                 del self._record_order[at]
+        return gang
 
     # -- pods
 
@@ -430,14 +449,15 @@ class ClusterView:
     def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:
         in_namespace = self._pods[namespace]
         old = in_namespace.pop(name, None)
+        new = None
         if old is not None:
             self._unindex_pod(old)
         if event != "DELETED":
-            summary = self._summarise_pod(namespace, name, obj)
-            in_namespace[name] = summary
-            self._index_pod(summary)
+            new = in_namespace[name] = self._summarise_pod(namespace, name, obj)
+            self._index_pod(new)
         elif not in_namespace:
             del self._pods[namespace]
+        self._account_gang_pod(old, new)
 
     def _index_pod(self, pod: PodSummary) -> None:
         if pod.uid:
@@ -451,7 +471,6 @@ class ClusterView:
             gang = pod.labels.get(labels.JOB)
             if gang:
                 self._gang_used[gang] = resources.add(self._gang_used[gang], pod.requests)
-                self._reshare(gang)
 
     def _unindex_pod(self, pod: PodSummary) -> None:
         if pod.uid and self._pod_by_uid.get(pod.uid) is pod:
@@ -474,15 +493,84 @@ class ClusterView:
                     self._gang_used[gang] = left
                 else:
                     del self._gang_used[gang]
+
+    # -- reservations: per zone, what recently decided gangs still need room for
+
+    def _account_gang_pod(self, old: PodSummary | None, new: PodSummary | None) -> None:
+        """Keep the gang's pending and seen requests (``_share_of``) current for one pod event;
+        reshare only when they changed (most pod events are status updates that change neither)."""
+        old_gang = old.labels.get(labels.JOB) if old is not None else None
+        new_gang = new.labels.get(labels.JOB) if new is not None else None
+        if (
+            old is not None
+            and new is not None
+            and (old_gang, old.pending, old.requests) == (new_gang, new.pending, new.requests)
+        ):
+            return
+        if old is not None and old_gang:
+            if old.pending:
+                self._add_pending(old_gang, old.requests, -1)
+            if new is not None or old_gang not in self._gang_records:
+                # Relabelled (never the gang's own) or replaced below; or deleted from a gang that
+                # reserves nothing. A pod deleted from a reserving gang stays seen: it is gone.
+                self._unsee(old_gang, (old.namespace, old.name))
+        if new is not None and new_gang:
+            if new.pending:
+                self._add_pending(new_gang, new.requests, 1)
+            self._see(new_gang, (new.namespace, new.name), new.requests)
+        for gang in {old_gang, new_gang}:
+            if gang:
                 self._reshare(gang)
 
-    # -- reservations: per zone, what recently decided gangs need beyond their bound pods
+    def _add_pending(self, gang: str, requests: resources.Resources, sign: int) -> None:
+        left = resources.add(self._gang_pending.get(gang, {}), requests, sign=sign)
+        if any(left.values()):
+            self._gang_pending[gang] = left
+        else:
+            self._gang_pending.pop(gang, None)
+
+    def _see(self, gang: str, pod: tuple[str, str], requests: resources.Resources) -> None:
+        self._unsee(gang, pod)
+        self._gang_seen.setdefault(gang, {})[pod] = requests
+        self._gang_seen_total[gang] = resources.add(self._gang_seen_total.get(gang, {}), requests)
+
+    def _unsee(self, gang: str, pod: tuple[str, str]) -> None:
+        seen = self._gang_seen.get(gang)
+        requests = seen.pop(pod, None) if seen is not None else None
+        if requests is None:
+            return
+        if seen:
+            left = resources.add(self._gang_seen_total[gang], requests, sign=-1)
+            self._gang_seen_total[gang] = left
+        else:
+            del self._gang_seen[gang]
+            del self._gang_seen_total[gang]
+
+    def _forget_gone(self, gang: str) -> None:
+        """The gang's last reservable record is gone: so is the memory of its deleted pods."""
+        for namespace, name in list(self._gang_seen.get(gang, ())):
+            pod = self._pods.get(namespace, {}).get(name)
+            if pod is None or pod.labels.get(labels.JOB) != gang:
+                self._unsee(gang, (namespace, name))
+
+    def _share_of(self, record: records.Record) -> resources.Resources:
+        """What the gang of ``record`` still needs room for, per resource: its pods that exist but
+        are neither bound nor finished, plus the demand no pod seen yet stands for (pods not yet
+        created), never more than the recorded demand. Pods that bound (their node counts them),
+        finished or were deleted need nothing, so a gang all of whose pods did reserves nothing."""
+        pending = self._gang_pending.get(record.gang, _EMPTY_RESOURCES)
+        seen = self._gang_seen_total.get(record.gang, _EMPTY_RESOURCES)
+        share = {}
+        for name, demand in record.demand.items():
+            amount = min(demand, pending.get(name, 0) + max(0, demand - seen.get(name, 0)))
+            if amount > 0:
+                share[name] = amount
+        return share
 
     def _add_share(self, key: ObjectKey) -> None:
         record = self._reservable[key]
         assert record.zone is not None
-        unbound = resources.add(record.demand, self._gang_used.get(record.gang, {}), sign=-1)
-        share = {name: amount for name, amount in unbound.items() if amount > 0}
+        share = self._share_of(record)
         self._shares[key] = (record.zone, share)
         self._reserved[record.zone] = resources.add(self._reserved.get(record.zone, {}), share)
 
@@ -499,7 +587,7 @@ class ClusterView:
             self._reserved.pop(zone, None)
 
     def _reshare(self, gang: str) -> None:
-        """The gang's bound usage changed: its records' shares change with it."""
+        """The gang's pending or seen pods changed: its records' shares change with it."""
         for key in self._gang_records.get(gang, ()):
             if key in self._shares:
                 self._drop_share(key)
@@ -695,14 +783,17 @@ class ClusterView:
         return candidates
 
     def reserved(self, *, since: datetime, exclude: str = "") -> dict[str, resources.Resources]:
-        """Per zone, what the gangs decided at or after ``since`` (but ``exclude``) need beyond
-        their bound, running pods, so that a burst of new jobs does not all pick
-        the same free space.
+        """Per zone, what the gangs decided at or after ``since`` (but ``exclude``) still need
+        room for, so that a burst of new jobs does not all pick the same free space: the demand
+        of their pods not yet created and of those pending, never of pods that are bound (their
+        nodes count them), finished or deleted (``_share_of``). A gang all of whose pods bound,
+        finished or went reserves nothing from that moment; ``since`` only bounds how long a gang
+        whose remaining pods never come keeps its reservation.
 
-        A running sum that every record, every change of a gang's bound pods and every move of
-        the window updates by one share: a query costs the same however many gangs were decided
-        recently. The window moves forward with ``since``; a query for an earlier ``since`` (a
-        clock set back) rebuilds it from the records decided since then."""
+        A running sum that every record, every pod event that changes a gang's pending or seen
+        pods and every move of the window updates by one share: a query costs the same however
+        many gangs were decided recently. The window moves forward with ``since``; a query for an
+        earlier ``since`` (a clock set back) rebuilds it from the records decided since then."""
         start = since.timestamp()
         if start < self._window:
             self._shares.clear()
@@ -725,8 +816,7 @@ class ClusterView:
         return out
 
     def gang_usage(self, gang_key: str) -> resources.Resources:
-        """What the bound, running pods carrying podium's label for this gang request (what
-        ``reserved`` subtracts from the gang's recorded demand)."""
+        """What the bound, running pods carrying podium's label for this gang request."""
         return self._gang_used.get(gang_key, {})
 
     def objects(self) -> Iterator[Obj]:

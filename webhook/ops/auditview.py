@@ -342,7 +342,9 @@ def matches(entry: Mapping[str, Any], **filters: Any) -> bool:
 # -- per gang ---------------------------------------------------------------------------------
 
 #: Verdicts of a gang, worst first.
-SPLIT, CHECK, OK = "split", "check", "ok"
+SPLIT, CHECK, NO_ROOM, OK = "split", "check", "no-room", "ok"
+#: The reason of a decision that pinned a gang to a zone without room for all of it.
+NO_FIT_PINNED = "no-fit-most-free"
 
 
 @dataclasses.dataclass
@@ -358,6 +360,8 @@ class GangSummary:
     dry_runs: int = 0
     reconciled: int = 0
     warnings: int = 0
+    #: Admissions whose decision pinned the gang where it did not fit (``NO_FIT_PINNED``).
+    pinned_without_room: int = 0
     zones: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     first: datetime | None = None
@@ -370,11 +374,15 @@ class GangSummary:
     @property
     def verdict(self) -> str:
         """``split``: its pods were pinned to more than one zone; ``check``: not every admission
-        pinned (unpinned, failed open); ``ok``."""
+        pinned (unpinned, failed open); ``no-room``: podium pinned it to a zone that had no room
+        for all of it (``no-fit-most-free``), so some pods may wait there unschedulable — the
+        records cannot say whether they still do, ``podium doctor`` can; ``ok``."""
         if len(self.zones) > 1:
             return SPLIT
         if set(self.outcomes) - {Outcome.PINNED}:
             return CHECK
+        if self.pinned_without_room:
+            return NO_ROOM
         return OK
 
     def add(self, entry: Mapping[str, Any]) -> None:
@@ -393,6 +401,8 @@ class GangSummary:
         self.warnings += len(entry.get("warnings") or [])
         if entry.get("zone"):
             self.zones[str(entry["zone"])] += 1
+        if entry.get("reason") == NO_FIT_PINNED:
+            self.pinned_without_room += 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -568,6 +578,7 @@ def summary(
         verdict = {
             SPLIT: "SPLIT across zones" if plain else "[red]SPLIT across zones[/]",
             CHECK: "check: not every pod pinned",
+            NO_ROOM: "check: pinned without room (podium doctor: are its pods Pending?)",
             OK: "ok",
         }[g.verdict]
         out.add_row(

@@ -15,6 +15,10 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
     copied-label    a pod carries the job's podium.dev/job label although its controller chain
                     does not lead to the job (created with a copied label while podium was
                     down): the job's allow policy selects it
+    unschedulable   a pod podium pinned to a zone is reported unschedulable by the scheduler
+                    (PodScheduled=False, reason Unschedulable): the zone has no room for it, the
+                    job waits half-started — the failure podium exists to prevent; the finding
+                    quotes the scheduler's message
 
 The deny-rule and default-deny checks judge every pair of the job's pods as Cilium's policy
 engine does (``policyjudge``; ``tests/cilium/test_doctor_agrees.py`` holds them to Cilium's own
@@ -57,6 +61,7 @@ Check = Literal[
     "host-network",
     "not-pinned",
     "copied-label",
+    "unschedulable",
     "old-cilium",
     "identity-labels",
 ]
@@ -86,6 +91,8 @@ FIXES: Mapping[Check, str] = {
     "(reconcile-interval-seconds); if it stays, check that podium runs and may patch pods",
     "not-pinned": "delete the pod so its controller re-creates it through podium; see `podium "
     "audit --outcome fail-open` for why",
+    "unschedulable": "free capacity in the job's zone, or wait for it to free up; podium keeps "
+    "every pod of the job in that zone, so to place it anew delete the job and submit it again",
 }
 
 
@@ -382,6 +389,7 @@ def _judge(
     ]
     if opted_in and admitted and settings.policy_mode is not PolicyMode.NONE and not withheld:
         _check_coverage(job, view, settings, admitted, managed_policies, find)
+    findings.extend(_unschedulable(job))
     if copied:
         why = "; ".join(f"{_name(p)}: {reason}" for p, reason in copied)
         find(
@@ -450,6 +458,46 @@ def _check_cuts(
                 f"deny and no policy allows the traffic between them ({where})"
             )
         find(cut.by, detail, [by_name[n] for n in cut.pods])  # type: ignore[arg-type]
+
+
+def _unschedulable(job: _Job) -> list[Finding]:
+    """The job's pods that podium pinned to a zone and that the scheduler reports it cannot
+    place (``PodScheduled=False``, reason ``Unschedulable``), one finding per zone and message."""
+    stuck: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
+    for pod in job.pods:
+        zone = _annotations(pod).get(labels.ZONE)
+        message = _unschedulable_message(pod)
+        if zone and message is not None and not (pod.get("spec") or {}).get("nodeName"):
+            stuck[(str(zone), message)].append(pod)
+    bound = sum(1 for p in job.pods if (p.get("spec") or {}).get("nodeName"))
+    out = []
+    for (zone, message), pods in sorted(stuck.items()):
+        holding = f"; {bound} of its {len(job.pods)} pod(s) are bound and hold their resources"
+        detail = (
+            f"{len(pods)} pod(s) pinned to {zone} cannot be scheduled there, the scheduler says: "
+            f'"{message}"{holding if bound else ""}'
+        )
+        remedy = (
+            f"{zone} has no room for them: free capacity there, or wait for it to free up; "
+            f"podium keeps every pod of the job in {zone} (deleting the pods brings them back "
+            "there), so to place it anew delete the job and submit it again"
+        )
+        names = tuple(sorted(_name(p) for p in pods))
+        out.append(Finding("unschedulable", job.namespace, job.name, detail, names, remedy))
+    return out
+
+
+def _unschedulable_message(pod: Obj) -> str | None:
+    """The scheduler's message if it reports the pod unschedulable, else None."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            return str(condition.get("message") or "no message")
+    return None
 
 
 def _check_coverage(
