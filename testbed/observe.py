@@ -12,19 +12,18 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
-import http.client
 import json
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from ..cluster import ApiError, LocalCluster
-from .frameworks import Framework
-from .runner import Build
+import urllib3
+
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.operators.frameworks import Framework
+from testbed.operators.runner import Build
 
 __all__ = [
     "PODIUM_ENV",
@@ -171,7 +170,7 @@ def _matches(request: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
 class Watch:
     """Watch a collection (``/api/v1/namespaces/ns/pods``, say) in a thread: the last state of
     every object, by UID, and which were deleted. Use as a context manager; enter it before
-    creating anything."""
+    creating anything. The stream is the cluster's own client's (`LocalCluster.api`)."""
 
     def __init__(self, cluster: LocalCluster, path: str) -> None:
         self.cluster = cluster
@@ -180,40 +179,30 @@ class Watch:
         self.gone: set[str] = set()
         self._lock = threading.Lock()
         self._error: BaseException | None = None
-        self._connection: http.client.HTTPSConnection | None = None
+        self._response: urllib3.BaseHTTPResponse | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
 
     def __enter__(self) -> Self:
-        path = self.path
-        version = self.cluster.request("GET", path)["metadata"]["resourceVersion"]
-        context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
-        context.load_cert_chain(str(self.cluster.admin_cert_file), str(self.cluster.admin_key_file))
-        self._connection = http.client.HTTPSConnection(
-            "127.0.0.1", self.cluster.apiserver_port, context=context, timeout=None
+        version = self.cluster.request("GET", self.path)["metadata"]["resourceVersion"]
+        self._response = self.cluster.api.open(
+            "GET", self.path, query={"watch": "true", "resourceVersion": version}, timeout=None
         )
-        self._connection.request(
-            "GET",
-            f"{path}?watch=true&resourceVersion={version}",
-            headers={"Accept": "application/json"},
-        )
-        response = self._connection.getresponse()
-        if response.status != 200:
-            raise ApiError("GET", path, response.status, response.read().decode(errors="replace"))
-        self._thread = threading.Thread(target=self._read, args=(response,), daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(self._response,), daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._stopping = True
-        if self._connection is not None and self._connection.sock is not None:
+        if self._response is not None:
+            # Unblocks the reading thread, then gives the connection up.
             with contextlib.suppress(OSError):
-                self._connection.sock.shutdown(socket.SHUT_RDWR)
-            self._connection.close()
+                self._response.shutdown()
+            self._response.release_conn()
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def _read(self, response: http.client.HTTPResponse) -> None:
+    def _read(self, response: urllib3.BaseHTTPResponse) -> None:
         try:
             for line in response:
                 if not line.strip():

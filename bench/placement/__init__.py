@@ -5,7 +5,7 @@ under a seeded job trace (``python -m bench placement``; docs/benchmarks/placeme
     python -m bench placement --arms podium --seeds 1   # one run, merged into the results
     python -m bench placement --quick --out /tmp/p  # a small smoke run elsewhere
 
-Each (arm, seed) runs on a fresh local control plane (tests/e2e/cluster.py) with the scheduler's
+Each (arm, seed) runs on a fresh local control plane (testbed.controlplane) with the scheduler's
 gang gates on, KWOK nodes in three unequal zones, and the same trace and time compression. Writes,
 under ``--out``: ``placement.json`` (the numbers), ``placement-runs.json.gz`` (each run's raw
 record, from which the numbers are computed), the tables into ``placement.md`` and one timeline
@@ -30,22 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement import analysis, arms, report, runner, trace
+from testbed.build import controlplane_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = ROOT / "tests" / "e2e" / "controlplane" / "build.sh"
 RESULTS = "placement.json"
 RECORDS = "placement-runs.json.gz"
 DOCUMENT = "placement.md"
-
-
-def controlplane_bin_dir() -> Path:
-    """$PODIUM_CONTROLPLANE_BIN, else what build.sh prints (it builds once, then is cached)."""
-    if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
-        return Path(from_env)
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
-    )
-    return Path(result.stdout.strip().splitlines()[-1])
 
 
 def source() -> dict[str, Any]:
@@ -57,7 +47,7 @@ def source() -> dict[str, Any]:
         )
         return result.stdout.strip()
 
-    changed = git("status", "--porcelain", "--", "webhook", "bench", "tests/e2e")
+    changed = git("status", "--porcelain", "--", "webhook", "bench", "testbed")
     return {"commit": git("rev-parse", "HEAD"), "changed_files": len(changed.splitlines())}
 
 

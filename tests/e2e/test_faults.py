@@ -39,6 +39,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.controlplane import CRD_DIR, ApiError, LocalCluster
+from testbed.faultproxy import FaultProxy
+from testbed.podium import WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import reviews
 from webhook.core.settings import Settings
@@ -47,9 +50,6 @@ from webhook.kube import errors, twins
 from webhook.ops import auditview
 from webhook.serve import admission, audit
 
-from .cluster import CRD_DIR, ApiError, LocalCluster
-from .faultproxy import FaultProxy
-from .podium import WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
 from .test_podium import create as live_create
 from .test_podium import pytorch_pods, serving
 from .test_podium import pytorchjob as live_pytorchjob
