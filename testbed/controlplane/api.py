@@ -180,4 +180,4 @@ class Api:
         return [r for r in self._discovery[prefix] if r["kind"] == kind and "/" not in r["name"]]
 
     def close(self) -> None:
-        self.client.close()
+        self.client.close()  # type: ignore[no-untyped-call]
