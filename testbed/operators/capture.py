@@ -25,8 +25,9 @@ import yaml
 
 from testbed.build import controlplane_bin_dir
 from testbed.controlplane import ZONES, LocalCluster
-from testbed.observe import fixture, observe, summarize
+from testbed.observe import observe, summarize
 from testbed.operators.frameworks import FRAMEWORKS
+from testbed.operators.golden import fixture
 from testbed.operators.pool import OperatorPool, fresh_namespace
 from testbed.paths import REPO
 
