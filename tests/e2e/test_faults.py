@@ -6,7 +6,7 @@ budget, allowed unchanged, and its audit record says why.
 
 Live (``-m e2e``): two podium processes, both talking to the real apiserver, get the same job's
 AdmissionReviews concurrently over HTTPS — one record, one zone for every pod. And podium behind
-a TCP proxy (tests/e2e/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
+a TCP proxy (testbed/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
 pod is created unpinned within the budget and the audit record says why; then podium recovers.
 podium running as a user RBAC lets read but not write: fail open, the record says 403 Forbidden.
 The only replica SIGKILLed in the middle of a 500-pod burst and restarted: every pod exists, each
