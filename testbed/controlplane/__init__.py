@@ -289,8 +289,8 @@ class LocalCluster:
         )
 
     def api_client(self) -> k8s.ApiClient:
-        """The `kubernetes.client.ApiClient` the harness talks through."""
-        return self.api.client
+        """A new `kubernetes.client.ApiClient` for this cluster, the caller's to close."""
+        return Api.from_kubeconfig(self.kubeconfig).client
 
     # --- objects -----------------------------------------------------------------------------
 
