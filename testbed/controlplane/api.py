@@ -162,7 +162,7 @@ class Api:
         prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
         matches = self._resources(prefix, kind, cached=True) or self._resources(prefix, kind)
         if not matches:
-            raise ApiError("GET", prefix, 404, f"no resource for kind {kind} in {api_version}")
+            raise ControlPlaneError(f"no resource for kind {kind} in {api_version}")
         resource = matches[0]
         namespace = ""
         if resource["namespaced"]:

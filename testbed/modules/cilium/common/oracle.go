@@ -29,6 +29,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -106,6 +107,42 @@ func main() {
 		fmt.Fprintf(os.Stderr, "oracle: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// readInput reads the one JSON document on stdin, strictly; prune says whether policies' unknown
+// fields are dropped (and reported) instead of refused.
+func readInput(stdin io.Reader) (input, bool, error) {
+	var in input
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return in, false, err
+	}
+	if err := decodeStrict(data, &in, "input"); err != nil {
+		return in, false, err
+	}
+	switch in.UnknownFields {
+	case "", "error":
+		return in, false, nil
+	case "prune":
+		return in, true, nil
+	default:
+		return in, false, fmt.Errorf("unknownFields must be \"error\" or \"prune\", not %q", in.UnknownFields)
+	}
+}
+
+// writeOutput judges every flow, in input order, and prints the one JSON document.
+func writeOutput(stdout io.Writer, idOut []identityOut, pruned []string, flows []flowIn, judge func(flowIn) (verdictOut, error)) error {
+	out := output{Cilium: ciliumVersion(), Identities: idOut, Pruned: pruned, Verdicts: []verdictOut{}}
+	for i, f := range flows {
+		v, err := judge(f)
+		if err != nil {
+			return fmt.Errorf("flows[%d] %s→%s %s/%d: %w", i, f.From, f.To, f.Proto, f.Port, err)
+		}
+		out.Verdicts = append(out.Verdicts, v)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", " ")
+	return enc.Encode(out)
 }
 
 // decode decodes case-sensitively into v and returns the strict errors (unknown or duplicate fields,

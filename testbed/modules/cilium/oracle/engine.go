@@ -45,21 +45,9 @@ func (n namespace) GetName() string              { return n.name }
 func (n namespace) GetLabels() map[string]string { return n.labels }
 
 func run(stdin io.Reader, stdout io.Writer) error {
-	data, err := io.ReadAll(stdin)
+	in, prune, err := readInput(stdin)
 	if err != nil {
 		return err
-	}
-	var in input
-	if err := decodeStrict(data, &in, "input"); err != nil {
-		return err
-	}
-	prune := false
-	switch in.UnknownFields {
-	case "", "error":
-	case "prune":
-		prune = true
-	default:
-		return fmt.Errorf("unknownFields must be \"error\" or \"prune\", not %q", in.UnknownFields)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
@@ -101,17 +89,9 @@ func run(stdin io.Reader, stdout io.Writer) error {
 		repo.ReplaceByResource(entries, resource)
 	}
 
-	out := output{Cilium: ciliumVersion(), Identities: idOut, Pruned: pruned, Verdicts: []verdictOut{}}
-	for i, f := range in.Flows {
-		v, err := lookup(logger, repo, idManager, byName, f)
-		if err != nil {
-			return fmt.Errorf("flows[%d] %s→%s %s/%d: %w", i, f.From, f.To, f.Proto, f.Port, err)
-		}
-		out.Verdicts = append(out.Verdicts, v)
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", " ")
-	return enc.Encode(out)
+	return writeOutput(stdout, idOut, pruned, in.Flows, func(f flowIn) (verdictOut, error) {
+		return lookup(logger, repo, idManager, byName, f)
+	})
 }
 
 // identities builds each pod's identity the way the agent does (SanitizePodLabels, then the label

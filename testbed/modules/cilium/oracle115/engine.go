@@ -56,21 +56,9 @@ func (o owner) GetNamedPort(bool, string, uint8) uint16                   { retu
 func (o owner) PolicyDebug(logrus.Fields, string)                         {}
 
 func run(stdin io.Reader, stdout io.Writer) error {
-	data, err := io.ReadAll(stdin)
+	in, prune, err := readInput(stdin)
 	if err != nil {
 		return err
-	}
-	var in input
-	if err := decodeStrict(data, &in, "input"); err != nil {
-		return err
-	}
-	prune := false
-	switch in.UnknownFields {
-	case "", "error":
-	case "prune":
-		prune = true
-	default:
-		return fmt.Errorf("unknownFields must be \"error\" or \"prune\", not %q", in.UnknownFields)
 	}
 	logging.DefaultLogger.SetOutput(os.Stderr)
 	logging.DefaultLogger.SetLevel(logrus.ErrorLevel)
@@ -129,17 +117,9 @@ func run(stdin io.Reader, stdout io.Writer) error {
 		maps[id.ID] = pc.Lookup(id).Consume(owner{uint64(id.ID)}).GetPolicyMap()
 	}
 
-	out := output{Cilium: ciliumVersion(), Identities: idOut, Pruned: pruned, Verdicts: []verdictOut{}}
-	for i, f := range in.Flows {
-		v, err := lookup(maps, byName, f)
-		if err != nil {
-			return fmt.Errorf("flows[%d] %s→%s %s/%d: %w", i, f.From, f.To, f.Proto, f.Port, err)
-		}
-		out.Verdicts = append(out.Verdicts, v)
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", " ")
-	return enc.Encode(out)
+	return writeOutput(stdout, idOut, pruned, in.Flows, func(f flowIn) (verdictOut, error) {
+		return lookup(maps, byName, f)
+	})
 }
 
 // identities builds each pod's identity the way the agent does (SanitizePodLabels, then the label
