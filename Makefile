@@ -18,14 +18,14 @@ setup: $(STAMP)
 ## Build kube-apiserver, kube-scheduler, kube-controller-manager, etcd and kwok from the Go
 ## module proxy into ~/.cache/podium (skipped when cached).
 controlplane:
-	bash tests/e2e/controlplane/build.sh
+	$(PYTHON) -m testbed.build controlplane
 
 ## helm, built from the Go module proxy (for the chart tests), cached in ~/.cache/podium.
 helm:
-	bash tests/tools/build_helm.sh
+	$(PYTHON) -m testbed.build helm
 
 lint: setup
-	$(BIN)/ruff check webhook tests scripts bench
+	$(BIN)/ruff check webhook tests scripts bench testbed
 	$(BIN)/ruff format --check webhook
 	$(BIN)/lint-imports
 
@@ -59,12 +59,12 @@ test: setup controlplane helm lint typecheck
 DEMO_OPERATORS := trainingoperator mpioperator jobset
 
 demo-operators:
-	bash tests/e2e/operators/build.sh $(DEMO_OPERATORS)
+	$(PYTHON) -m testbed.build $(DEMO_OPERATORS)
 
 ## podium's main job on a local control plane: the real operators create the example jobs' pods,
 ## podium pins them, creates the policies and audits it all.
 demo: setup controlplane demo-operators
-	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
+	$(BIN)/python -m scripts.demo $(DEMO_ARGS)
 
 ## The same decisions offline, no cluster at all: podium review on the shipped examples.
 demo-offline: setup

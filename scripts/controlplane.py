@@ -1,8 +1,8 @@
 """Run podium's local e2e control plane by hand (see docs/e2e.md).
 
-    python scripts/controlplane.py up [--keep] [--workdir DIR]
+    python -m scripts.controlplane up [--keep] [--workdir DIR]      (from the repository root)
 
-Builds the binaries if needed (tests/e2e/controlplane/build.sh, or $PODIUM_CONTROLPLANE_BIN),
+Builds the binaries if needed (`testbed.build`, or $PODIUM_CONTROLPLANE_BIN),
 starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1 with
 kwok nodes in zone-a/zone-b/zone-c and the shared CRDs, and prints the kubeconfig path. With
 --keep it runs until Ctrl-C; without, it tears the cluster down right away (a smoke test).
@@ -11,26 +11,14 @@ kwok nodes in zone-a/zone-b/zone-c and the shared CRDs, and prints the kubeconfi
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from tests.e2e.cluster import ZONES, LocalCluster, crd_files  # noqa: E402
-
-
-def bin_dir() -> Path:
-    if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
-        return Path(from_env)
-    build = REPO_ROOT / "tests" / "e2e" / "controlplane" / "build.sh"
-    result = subprocess.run(["bash", str(build)], stdout=subprocess.PIPE, text=True, check=True)
-    return Path(result.stdout.strip().splitlines()[-1])
+from testbed.build import controlplane_bin_dir
+from testbed.controlplane import ZONES, LocalCluster, crd_files
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -38,7 +26,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def up(*, keep: bool, workdir: Path | None) -> None:
-    binaries = bin_dir()
+    binaries = controlplane_bin_dir()
     work = workdir or Path(tempfile.mkdtemp(prefix="podium-controlplane-"))
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)

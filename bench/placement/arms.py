@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement.trace import SIM_MINUTES_PER_SECOND, TraceJob
-from tests.e2e.cluster import ApiError, LocalCluster
-from tests.e2e.podium import Podium
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.podium import Podium
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"

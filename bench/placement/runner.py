@@ -45,7 +45,7 @@ from typing import Any
 from bench.placement import analysis, trace
 from bench.placement.arms import JOB_NAME_LABEL, ZONE_LABEL, Arm, RunContext
 from bench.placement.trace import TraceJob
-from tests.e2e.cluster import (
+from testbed.controlplane import (
     CRD_DIR,
     SCHEDULER_GANG_GATES,
     SCHEDULER_GANG_RUNTIME_CONFIG,

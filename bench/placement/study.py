@@ -2,7 +2,7 @@
 records saved under ``--out`` and merged with the earlier runs there, the report written from them.
 ``python -m bench placement`` (``bench.cli``) calls `run` and `report_only`.
 
-Each (arm, seed) runs on a fresh local control plane (tests/e2e/cluster.py) with the scheduler's
+Each (arm, seed) runs on a fresh local control plane (testbed.controlplane) with the scheduler's
 gang gates on, KWOK nodes in three unequal zones, and the same trace and time compression. Writes,
 under ``--out``: ``placement.json`` (the numbers), ``placement-runs.json.gz`` (each run's raw
 record, from which the numbers are computed), the tables into ``placement.md`` and one timeline
@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import os
 import signal
 import subprocess
 import tempfile
@@ -26,22 +25,12 @@ from typing import Any
 
 from bench.placement import analysis, arms, report, runner, trace
 from bench.report import machine
+from testbed.build import controlplane_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = ROOT / "tests" / "e2e" / "controlplane" / "build.sh"
 RESULTS = "placement.json"
 RECORDS = "placement-runs.json.gz"
 DOCUMENT = "placement.md"
-
-
-def controlplane_bin_dir() -> Path:
-    """$PODIUM_CONTROLPLANE_BIN, else what build.sh prints (it builds once, then is cached)."""
-    if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
-        return Path(from_env)
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
-    )
-    return Path(result.stdout.strip().splitlines()[-1])
 
 
 def source() -> dict[str, Any]:
@@ -53,7 +42,7 @@ def source() -> dict[str, Any]:
         )
         return result.stdout.strip()
 
-    changed = git("status", "--porcelain", "--", "webhook", "bench", "tests/e2e")
+    changed = git("status", "--porcelain", "--", "webhook", "bench", "testbed")
     return {"commit": git("rev-parse", "HEAD"), "changed_files": len(changed.splitlines())}
 
 

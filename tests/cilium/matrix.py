@@ -5,7 +5,7 @@ Cilium's own policy engine, and the generated tables of docs/cilium.md.
     python -m tests.cilium.matrix --write    # rewrite the generated part of docs/cilium.md
     python -m tests.cilium.matrix --check    # exit 1 if docs/cilium.md is not what the oracle says
 
-Builds the oracles with build.sh (cached) unless ``$PODIUM_CILIUM_ORACLE`` /
+Builds the oracles with `testbed.build` (cached) unless ``$PODIUM_CILIUM_ORACLE`` /
 ``$PODIUM_CILIUM_ORACLE115`` name the binaries.
 
 A cell says what happens to a class of flows (see world.py): ``allow``, ``deny`` (default deny:
@@ -24,14 +24,14 @@ import argparse
 import dataclasses
 import functools
 import itertools
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from testbed.build import oracle_binary
 from tests.cilium import world
-from tests.cilium.oracle import Flow, Oracle, Result, Verdict, build
+from tests.cilium.oracle import Flow, Oracle, Result, Verdict
 from tests.cilium.world import CLASSES, Line, Mode, Placement, PolicySet
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cilium.md"
@@ -279,11 +279,9 @@ def embed(doc: str, generated: str) -> str:
 
 
 def oracles() -> tuple[Matrix, Matrix]:
-    current = os.environ.get("PODIUM_CILIUM_ORACLE")
-    old = os.environ.get("PODIUM_CILIUM_ORACLE115")
     return (
-        Matrix(Oracle(Path(current) if current else build("oracle"))),
-        Matrix(Oracle(Path(old) if old else build("oracle115")), prune=True),
+        Matrix(Oracle(oracle_binary("oracle"))),
+        Matrix(Oracle(oracle_binary("oracle115")), prune=True),
     )
 
 

@@ -1,10 +1,11 @@
-"""Drive the verdict oracle: Cilium's own policy engine, built by build.sh (see docs/cilium.md).
+"""Drive the verdict oracle: Cilium's own policy engine, built by `testbed.build` (see
+docs/cilium.md).
 
-``build("oracle")`` builds (or finds cached) the binary for the current Cilium line,
-``build("oracle115")`` the one for Cilium v1.15; ``Oracle(binary).run(policies, pods, flows)``
-feeds it one JSON document and returns its verdicts::
+``build_oracle("oracle")`` builds (or finds cached) the binary for the current Cilium line,
+``build_oracle("oracle115")`` the one for Cilium v1.15; ``Oracle(binary).run(policies, pods,
+flows)`` feeds it one JSON document and returns its verdicts::
 
-    oracle = Oracle(build("oracle"))
+    oracle = Oracle(build_oracle("oracle"))
     result = oracle.run([cnp], [Pod("a", "team-a", {"app": "x"}), ...], [Flow("a", "b", "TCP", 80)])
     result.verdict(Flow("a", "b", "TCP", 80)).allowed
 """
@@ -17,11 +18,6 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
-
-HERE = Path(__file__).resolve().parent
-BUILD_SCRIPT = HERE / "build.sh"
-#: The oracle modules beside this file, and the Cilium line each one pins.
-MODULES = {"oracle": "1.20", "oracle115": "1.15"}
 
 Proto = Literal["TCP", "UDP", "SCTP"]
 
@@ -172,13 +168,3 @@ class Oracle:
             verdicts=verdicts,
         )
 
-
-def build(module: str = "oracle") -> Path:
-    """Build the oracle of ``module`` (``oracle`` or ``oracle115``) with build.sh, or find it
-    cached; returns the binary. Needs ``go`` on PATH."""
-    if module not in MODULES:
-        raise ValueError(f"unknown oracle module {module!r}")
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), module], stdout=subprocess.PIPE, text=True, check=True
-    )
-    return Path(result.stdout.strip().splitlines()[-1])

@@ -49,8 +49,9 @@ from typing import Any
 
 import yaml
 
+from testbed.paths import MODULES
 from tests.builders import PodBuilder, namespace, node
-from tests.cilium.oracle import HERE, Flow, Pod
+from tests.cilium.oracle import Flow, Pod
 from tests.cilium.podium_api import ClusterView, engine, labels, policies, reviews, settings
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from tests.schemas import CRDS
@@ -285,7 +286,7 @@ def cilium_crd(line: Line) -> dict[str, Any]:
     """The ciliumnetworkpolicies CRD (slim, as podium's watch cache keeps it) of the Cilium
     version the line's oracle module requires, from the Go module cache its build filled; else
     the shared fixture (v1.19), with ``enableDefaultDeny`` dropped for the old line."""
-    module = (HERE / line.value / "go.mod").read_text()
+    module = (MODULES / "cilium" / line.value / "go.mod").read_text()
     version = next(
         w.split()[-1] for w in module.splitlines() if w.strip().startswith("github.com/cilium/")
     )

@@ -1,25 +1,23 @@
 """Fixtures for end-to-end tests against a real control plane (see docs/e2e.md).
 
-`local_cluster` (session scope) builds the binaries with controlplane/build.sh, or takes them
-from ``$PODIUM_CONTROLPLANE_BIN``, and starts a `LocalCluster` with kwok nodes in three zones and
+`local_cluster` (session scope) builds the binaries with `testbed.build`, or takes them from
+``$PODIUM_CONTROLPLANE_BIN``, and starts a `LocalCluster` with kwok nodes in three zones and
 the CRDs of shared/fixtures/crds installed. It skips only when ``go`` is not on PATH.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .cluster import ZONES, ApiError, LocalCluster, crd_files
+from testbed import build
+from testbed.controlplane import ZONES, ApiError, LocalCluster, crd_files
 
 HERE = Path(__file__).resolve().parent
-BUILD_SCRIPT = HERE / "controlplane" / "build.sh"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,23 +35,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[:] = [*rest[:first], *demo, *rest[first:]]
 
 
-def controlplane_bin_dir() -> Path:
-    """The bin dir of the control plane: $PODIUM_CONTROLPLANE_BIN, else what build.sh prints."""
-    if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
-        return Path(from_env)
-    if shutil.which("go") is None:
+def controlplane_or_skip() -> Path:
+    """`testbed.build.controlplane_bin_dir`, but a skip without ``go`` (a failure in CI)."""
+    if not os.environ.get("PODIUM_CONTROLPLANE_BIN") and not build.go_available():
         if os.environ.get("PODIUM_REQUIRE_E2E"):  # CI: a missing control plane is a failure
             pytest.fail("go is not on PATH and PODIUM_REQUIRE_E2E is set: the e2e tests must run")
         pytest.skip("go is not on PATH: cannot build the control plane for e2e tests")
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
-    )
-    return Path(result.stdout.strip().splitlines()[-1])
+    return build.controlplane_bin_dir()
 
 
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    bin_dir = controlplane_bin_dir()
+    bin_dir = controlplane_or_skip()
     with LocalCluster(bin_dir, tmp_path_factory.mktemp("controlplane")) as cluster:
         cluster.create_fake_nodes(ZONES)
         cluster.install_crds(crd_files())

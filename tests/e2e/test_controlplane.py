@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from .cluster import ZONES, ApiError, ControlPlaneError, LocalCluster, crd_files
+from testbed.controlplane import ZONES, ApiError, ControlPlaneError, LocalCluster, crd_files
 
 pytestmark = pytest.mark.e2e
 

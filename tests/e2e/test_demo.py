@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import controlplane_bin_dir
+from testbed.operators import build
+
+from .conftest import controlplane_or_skip
 from .operators.conftest import needs
-from .operators.runner import build
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "scripts" / "demo.py"
 OPERATORS = ("trainingoperator", "mpioperator", "jobset")
 #: Reasons that mean podium pinned the pod to a zone its whole gang fits in.
 PINNED_REASONS = frozenset(
@@ -44,11 +44,11 @@ TIMEOUT = 1200
 
 @needs(*OPERATORS)
 def test_demo_pins_every_pod_the_real_operators_create(tmp_path: Path) -> None:
-    controlplane_bin_dir()  # skips without Go, as every e2e test does
+    controlplane_or_skip()  # skips without Go, as every e2e test does
     # Cold builds take long: done before the demo's clock starts.
     versions = {name: build(name).version for name in OPERATORS}
     summary_file = tmp_path / "summary.json"
-    command = [sys.executable, str(DEMO), "--workdir", str(tmp_path / "demo")]
+    command = [sys.executable, "-m", "scripts.demo", "--workdir", str(tmp_path / "demo")]
     command += ["--json-summary", str(summary_file)]
     with subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from .cluster import ApiError, LocalCluster
-from .podium import Podium, run_doctor
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.podium import Podium, run_doctor
+
 from .test_podium import (
     create,
     create_concurrently,

@@ -6,7 +6,7 @@ budget, allowed unchanged, and its audit record says why.
 
 Live (``-m e2e``): two podium processes, both talking to the real apiserver, get the same job's
 AdmissionReviews concurrently over HTTPS — one record, one zone for every pod. And podium behind
-a TCP proxy (tests/e2e/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
+a TCP proxy (testbed/faultproxy.py) that stalls, then refuses, the apiserver mid-admission: each
 pod is created unpinned within the budget and the audit record says why; then podium recovers.
 podium running as a user RBAC lets read but not write: fail open, the record says 403 Forbidden.
 The only replica SIGKILLed in the middle of a 500-pod burst and restarted: every pod exists, each
@@ -39,6 +39,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.controlplane import CRD_DIR, ApiError, LocalCluster
+from testbed.faultproxy import FaultProxy
+from testbed.podium import WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, reviews
 from webhook.core.settings import Settings
@@ -47,9 +50,6 @@ from webhook.kube import errors, twins
 from webhook.ops import auditview
 from webhook.serve import admission, audit
 
-from .cluster import CRD_DIR, ApiError, LocalCluster
-from .faultproxy import FaultProxy
-from .podium import WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
 from .test_podium import create as live_create
 from .test_podium import pytorch_pods, serving
 from .test_podium import pytorchjob as live_pytorchjob

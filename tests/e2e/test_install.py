@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_chart import KUBE_VERSION
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.podium import Podium
+from tests.test_chart import KUBE_VERSION, helm_binary
 
-from .cluster import ApiError, LocalCluster
-from .podium import Podium
 from .test_podium import (  # noqa: F401  (ns: a fixture, used by name)
     create_concurrently,
     ns,
@@ -42,7 +42,6 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 CHART = ROOT / "charts" / "podium"
-BUILD_HELM = ROOT / "tests" / "tools" / "build_helm.sh"
 NAMESPACE = "podium-system"
 CERT_MANAGER_GROUP = "cert-manager.io"
 
@@ -63,15 +62,6 @@ def kustomize(directory: Path) -> list[Obj]:
         check=True,
     )
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def helm_binary() -> str:
-    if from_env := os.environ.get("PODIUM_HELM"):
-        return from_env
-    result = subprocess.run(
-        ["bash", str(BUILD_HELM)], stdout=subprocess.PIPE, text=True, check=True, timeout=3600
-    )
-    return result.stdout.strip().splitlines()[-1]
 
 
 def helm_template(*flags: str) -> list[Obj]:

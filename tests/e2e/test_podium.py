@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.podium import Podium, opted_in_namespace
 from tests.builders import owner_ref
-
-from .cluster import ApiError, LocalCluster
-from .podium import Podium, opted_in_namespace
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.podium import Podium
 from tests.builders import owner_ref
 
-from .cluster import ApiError, LocalCluster
-from .podium import Podium
 from .test_podium import (
     ZONE,
     collection,

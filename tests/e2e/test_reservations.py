@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from testbed.controlplane import LocalCluster
+from testbed.podium import Podium, opted_in_namespace, run_doctor
 from tests.builders import owner_ref
 
-from .cluster import LocalCluster
-from .podium import Podium, opted_in_namespace, run_doctor
 from .test_podium import (
     REASON,
     ZONE,

@@ -18,14 +18,15 @@ from typing import Any
 
 import pytest
 
-from .cluster import (
+from testbed.controlplane import (
     PODGROUP_PROTECTION_CONTROLLER,
     SCHEDULER_GANG_GATES,
     SCHEDULER_GANG_RUNTIME_CONFIG,
     ApiError,
     LocalCluster,
 )
-from .conftest import controlplane_bin_dir
+
+from .conftest import controlplane_or_skip
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +39,7 @@ PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"
 @pytest.fixture(scope="module")
 def gang_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
-        controlplane_bin_dir(),
+        controlplane_or_skip(),
         tmp_path_factory.mktemp("gang-controlplane"),
         feature_gates=SCHEDULER_GANG_GATES,
         runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG,

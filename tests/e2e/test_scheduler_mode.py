@@ -13,15 +13,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from .cluster import (
+from testbed.controlplane import (
     SCHEDULER_GANG_GATES,
     SCHEDULER_GANG_RUNTIME_CONFIG,
     ApiError,
     LocalCluster,
     crd_files,
 )
-from .conftest import controlplane_bin_dir
-from .podium import Podium, opted_in_namespace
+from testbed.podium import Podium, opted_in_namespace
+
+from .conftest import controlplane_or_skip
 from .test_podium import (
     JOB,
     REASON,
@@ -43,7 +44,7 @@ PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"
 @pytest.fixture(scope="module")
 def gang_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
-        controlplane_bin_dir(),
+        controlplane_or_skip(),
         tmp_path_factory.mktemp("scheduler-mode-controlplane"),
         feature_gates=SCHEDULER_GANG_GATES,
         runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG,

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from .cluster import ApiError, LocalCluster
-from .podium import Podium, opted_in_namespace, run_doctor
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.podium import Podium, opted_in_namespace, run_doctor
+
 from .test_podium import JOB, create, create_concurrently, pod, pytorch_pods, pytorchjob, serving
 
 pytestmark = pytest.mark.e2e

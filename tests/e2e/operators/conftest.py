@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from ..cluster import ZONES, LocalCluster
-from ..conftest import controlplane_bin_dir
-from .frameworks import FRAMEWORKS
-from .runner import NAMES, OperatorPool
+from testbed.controlplane import ZONES, LocalCluster
+from testbed.operators import NAMES, OperatorPool
+from testbed.operators.frameworks import FRAMEWORKS
+
+from ..conftest import controlplane_or_skip
 
 ENV = "PODIUM_E2E_OPERATORS"
 
@@ -44,7 +45,7 @@ def framework_params(names: Iterable[str]) -> list[Any]:
 
 @pytest.fixture(scope="session")
 def operator_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    bin_dir = controlplane_bin_dir()
+    bin_dir = controlplane_or_skip()
     with LocalCluster(bin_dir, tmp_path_factory.mktemp("operators-controlplane")) as cluster:
         cluster.create_fake_nodes(ZONES)
         yield cluster

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from .capture import DEFAULT_OUT
-from .frameworks import FRAMEWORKS
+from testbed.operators.capture import DEFAULT_OUT
+from testbed.operators.frameworks import FRAMEWORKS
 
 FILES = sorted(DEFAULT_OUT.glob("*.yaml"))
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from ..cluster import ApiError, LocalCluster, crd_files
-from ..podium import Podium, opted_in_namespace
+from testbed.controlplane import ApiError, LocalCluster, crd_files
+from testbed.observe import Observation, api_path, observe, summarize
+from testbed.operators import NAMES, OperatorPool
+from testbed.operators.frameworks import FRAMEWORKS
+from testbed.podium import Podium, opted_in_namespace
+
 from .conftest import enabled_operators, framework_params, needs
-from .frameworks import FRAMEWORKS
-from .observe import Observation, api_path, observe, summarize
-from .runner import NAMES, OperatorPool
 
 pytestmark = pytest.mark.e2e
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from ..cluster import LocalCluster
+from testbed.controlplane import LocalCluster
+from testbed.observe import observe, summarize
+from testbed.operators import OperatorPool, fresh_namespace
+from testbed.operators.frameworks import FRAMEWORKS
+
 from .conftest import framework_params
-from .frameworks import FRAMEWORKS
-from .observe import observe, summarize
-from .runner import OperatorPool, fresh_namespace
 
 pytestmark = pytest.mark.e2e
 

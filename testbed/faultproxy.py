@@ -163,7 +163,8 @@ class FaultProxy:
                 data = src.recv(65536)
                 if not data:
                     break
-                while self.mode == "stall" and not done.is_set():
+                # Another thread may stall it meanwhile (mypy narrowed `mode` above).
+                while self.mode == "stall" and not done.is_set():  # type: ignore[comparison-overlap]
                     time.sleep(_POLL)
                 dst.sendall(data)
         except (OSError, ValueError):

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -20,17 +19,11 @@ from typing import Any
 
 import yaml
 
-from .cluster import ApiError, LocalCluster
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.paths import REPO
+from testbed.processes import free_port, tail
 
-REPO = Path(__file__).resolve().parents[2]
 WEBHOOK_MANIFEST = REPO / "manifests" / "base" / "mutatingwebhookconfiguration.yaml"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Podium:
@@ -136,9 +129,7 @@ class Podium:
         self.process = None
 
     def log_tail(self, lines: int = 40) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+        return tail(self.log_file, lines)
 
     def webhook_configuration(self) -> dict[str, Any]:
         """The shipped MutatingWebhookConfiguration, pointed at this process."""

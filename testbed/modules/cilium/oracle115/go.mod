@@ -1,4 +1,4 @@
-module podium.dev/tests/cilium/oracle115
+module podium.dev/testbed/cilium/oracle115
 
 go 1.26
 

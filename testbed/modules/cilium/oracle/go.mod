@@ -1,4 +1,4 @@
-module podium.dev/tests/cilium/oracle
+module podium.dev/testbed/cilium/oracle
 
 go 1.26.0
 

@@ -1,7 +1,7 @@
 """The frameworks the real operators run: each one's upstream example, adapted to fake GPUs.
 
 A `Framework` names the operator that creates its pods (and the ones that must run first), the
-example file in the operator's repository (as build.sh copied it), how it was adapted, and how
+example file in the operator's repository (as testbed.build copied it), how it was adapted, and how
 many pods the operator should create. The smoke tests and the capture command share these, so a
 golden file in ``tests/fixtures/operators/`` records exactly what the smoke test checks.
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .runner import Build
+from testbed.operators.runner import Build
 
 __all__ = ["FRAMEWORKS", "Framework"]
 
@@ -32,7 +32,7 @@ class Framework:
 
     #: Stem of the golden file: ``<name>-<operator version>.yaml``.
     name: str
-    #: The operator (build.sh name) that creates the pods.
+    #: The operator (its testbed.build name) that creates the pods.
     operator: str
     #: The example in the operator's repository this comes from.
     source: str

@@ -1,6 +1,6 @@
-// Command oracle is the verdict oracle of ../oracle built against Cilium v1.15, the last Cilium
-// line without `enableDefaultDeny` (added in 1.16): it shows what an old agent does with podium's
-// policy. Same input and output as ../oracle (see there).
+// The verdict oracle's engine built against Cilium v1.15, the last Cilium line without
+// `enableDefaultDeny` (added in 1.16): it shows what an old agent does with podium's policy. The
+// input, the output and the rest are in ../common/oracle.go, shared with ../oracle.
 //
 // v1.15 has no pkg/policy/lookup.go (LookupFlow came later), so the verdict is computed the way
 // the 1.15 agent computes an endpoint's policy map: the policy repository resolves the selector
@@ -19,8 +19,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
-	"sort"
 	"strings"
 
 	"github.com/cilium/cilium/pkg/defaults"
@@ -28,7 +26,6 @@ import (
 	"github.com/cilium/cilium/pkg/identity"
 	"github.com/cilium/cilium/pkg/identity/cache"
 	"github.com/cilium/cilium/pkg/k8s"
-	k8sConst "github.com/cilium/cilium/pkg/k8s/apis/cilium.io"
 	v2 "github.com/cilium/cilium/pkg/k8s/apis/cilium.io/v2"
 	slim_corev1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/api/core/v1"
 	slim_networkingv1 "github.com/cilium/cilium/pkg/k8s/slim/k8s/api/networking/v1"
@@ -45,67 +42,7 @@ import (
 	"github.com/cilium/cilium/pkg/u8proto"
 	"github.com/sirupsen/logrus"
 	networkingv1 "k8s.io/api/networking/v1"
-	strictjson "sigs.k8s.io/json"
 )
-
-// clusterName is the agent's default cluster name (pkg/defaults ClusterName).
-const clusterName = "default"
-
-// firstIdentity is where the oracle starts numbering identities (above the reserved range).
-const firstIdentity = 1000
-
-type input struct {
-	Policies      []json.RawMessage `json:"policies"`
-	Identities    []identityIn      `json:"identities"`
-	Flows         []flowIn          `json:"flows"`
-	LabelPrefixes *[]string         `json:"labelPrefixes,omitempty"`
-	UnknownFields string            `json:"unknownFields,omitempty"`
-}
-
-type identityIn struct {
-	Name            string            `json:"name"`
-	Namespace       string            `json:"namespace"`
-	Labels          map[string]string `json:"labels"`
-	NamespaceLabels map[string]string `json:"namespaceLabels"`
-	ServiceAccount  string            `json:"serviceAccount,omitempty"`
-}
-
-type flowIn struct {
-	From  string `json:"from"`
-	To    string `json:"to"`
-	Proto string `json:"proto"`
-	Port  int    `json:"port"`
-}
-
-type identityOut struct {
-	Name   string   `json:"name"`
-	ID     uint32   `json:"id"`
-	Labels []string `json:"labels"`
-}
-
-type directionOut struct {
-	Verdict string   `json:"verdict"`
-	By      string   `json:"by"`
-	Rules   []string `json:"rules"`
-}
-
-type verdictOut struct {
-	From    string       `json:"from"`
-	To      string       `json:"to"`
-	Proto   string       `json:"proto"`
-	Port    int          `json:"port"`
-	Verdict string       `json:"verdict"`
-	By      string       `json:"by"`
-	Egress  directionOut `json:"egress"`
-	Ingress directionOut `json:"ingress"`
-}
-
-type output struct {
-	Cilium     string        `json:"cilium"`
-	Identities []identityOut `json:"identities"`
-	Pruned     []string      `json:"pruned"`
-	Verdicts   []verdictOut  `json:"verdicts"`
-}
 
 // owner is the endpoint a policy map is computed for (policy.PolicyOwner of v1.15).
 type owner struct{ id uint64 }
@@ -118,29 +55,10 @@ func (o owner) HasBPFPolicyMap() bool                                     { retu
 func (o owner) GetNamedPort(bool, string, uint8) uint16                   { return 0 }
 func (o owner) PolicyDebug(logrus.Fields, string)                         {}
 
-func main() {
-	if err := run(os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "oracle: %v\n", err)
-		os.Exit(1)
-	}
-}
-
 func run(stdin io.Reader, stdout io.Writer) error {
-	data, err := io.ReadAll(stdin)
+	in, prune, err := readInput(stdin)
 	if err != nil {
 		return err
-	}
-	var in input
-	if err := decodeStrict(data, &in, "input"); err != nil {
-		return err
-	}
-	prune := false
-	switch in.UnknownFields {
-	case "", "error":
-	case "prune":
-		prune = true
-	default:
-		return fmt.Errorf("unknownFields must be \"error\" or \"prune\", not %q", in.UnknownFields)
 	}
 	logging.DefaultLogger.SetOutput(os.Stderr)
 	logging.DefaultLogger.SetLevel(logrus.ErrorLevel)
@@ -199,17 +117,9 @@ func run(stdin io.Reader, stdout io.Writer) error {
 		maps[id.ID] = pc.Lookup(id).Consume(owner{uint64(id.ID)}).GetPolicyMap()
 	}
 
-	out := output{Cilium: ciliumVersion(), Identities: idOut, Pruned: pruned, Verdicts: []verdictOut{}}
-	for i, f := range in.Flows {
-		v, err := lookup(maps, byName, f)
-		if err != nil {
-			return fmt.Errorf("flows[%d] %s→%s %s/%d: %w", i, f.From, f.To, f.Proto, f.Port, err)
-		}
-		out.Verdicts = append(out.Verdicts, v)
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", " ")
-	return enc.Encode(out)
+	return writeOutput(stdout, idOut, pruned, in.Flows, func(f flowIn) (verdictOut, error) {
+		return lookup(maps, byName, f)
+	})
 }
 
 // identities builds each pod's identity the way the agent does (SanitizePodLabels, then the label
@@ -339,108 +249,6 @@ func parsePolicy(raw json.RawMessage, prune bool) (api.Rules, []string, error) {
 	return rules, dropped, nil
 }
 
-// decode decodes case-sensitively into v and returns the strict errors (unknown or duplicate fields,
-// with their paths) separately from fatal ones.
-func decode(data []byte, v any) ([]string, error) {
-	strict, err := strictjson.UnmarshalStrict(data, v)
-	if err != nil {
-		return nil, err
-	}
-	out := []string{}
-	for _, e := range strict {
-		out = append(out, e.Error())
-	}
-	return out, nil
-}
-
-func decodeStrict(data []byte, v any, what string) error {
-	unknown, err := decode(data, v)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if len(unknown) > 0 {
-		return fmt.Errorf("%s: %s", what, strings.Join(unknown, "; "))
-	}
-	return nil
-}
-
-// selectorKeys hold Cilium endpoint selectors. api.EndpointSelector decodes itself with the
-// standard library (which ignores unknown fields), so a misspelled "matchLabel" there would select
-// every pod: these are checked on their own, against the label selector type.
-var selectorKeys = map[string]bool{
-	"endpointSelector": true, "nodeSelector": true,
-	"fromEndpoints": true, "toEndpoints": true, "fromRequires": true, "toRequires": true,
-	"fromNodes": true, "toNodes": true,
-}
-
-func selectorUnknownFields(raw []byte) ([]string, error) {
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	out := []string{}
-	var walk func(path string, v any) error
-	check := func(path string, sel any) error {
-		b, err := json.Marshal(sel)
-		if err != nil {
-			return err
-		}
-		var ls slim_metav1.LabelSelector
-		unknown, err := decode(b, &ls)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		for _, u := range unknown {
-			out = append(out, fmt.Sprintf("%s: %s", path, u))
-		}
-		return nil
-	}
-	walk = func(path string, v any) error {
-		switch t := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(t))
-			for k := range t {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				p := strings.TrimPrefix(path+"."+k, ".")
-				if selectorKeys[k] {
-					switch s := t[k].(type) {
-					case map[string]any:
-						if err := check(p, s); err != nil {
-							return err
-						}
-					case []any:
-						for i, e := range s {
-							if err := check(fmt.Sprintf("%s[%d]", p, i), e); err != nil {
-								return err
-							}
-						}
-					}
-					continue
-				}
-				if err := walk(p, t[k]); err != nil {
-					return err
-				}
-			}
-		case []any:
-			for i, e := range t {
-				if err := walk(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := walk("", doc); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-var protos = map[string]u8proto.U8proto{"TCP": u8proto.TCP, "UDP": u8proto.UDP, "SCTP": u8proto.SCTP}
-
 func lookup(maps map[identity.NumericIdentity]policy.MapState, byName map[string]*identity.Identity, f flowIn) (verdictOut, error) {
 	from, ok := byName[f.From]
 	if !ok {
@@ -524,62 +332,4 @@ func lookupMapState(ms policy.MapState, remote identity.NumericIdentity, proto u
 		return directionOut{Verdict: "allowed", By: "default-allow", Rules: rules}
 	}
 	return directionOut{Verdict: "allowed", By: "allow-rule", Rules: rules}
-}
-
-// ruleNames renders the policies behind an entry as Kind/namespace/name (Kind//name when
-// cluster-wide). Entries the agent adds itself (reserved:io.cilium.policy.derived-from, e.g.
-// allow-any-ingress for a direction nothing enforces) are no policy and are left out.
-func ruleNames(list labels.LabelArrayList) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, la := range list {
-		if agentOwn(la) {
-			continue
-		}
-		kind := k8sLabel(la, k8sConst.PolicyLabelDerivedFrom)
-		ns := k8sLabel(la, k8sConst.PolicyLabelNamespace)
-		name := k8sLabel(la, k8sConst.PolicyLabelName)
-		s := fmt.Sprintf("%s/%s/%s", kind, ns, name)
-		if kind == "" && name == "" {
-			s = la.String()
-		}
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// k8sLabel is the value of the k8s-source label key in la, or "".
-func k8sLabel(la labels.LabelArray, key string) string {
-	for _, l := range la {
-		if l.Source == labels.LabelSourceK8s && l.Key == key {
-			return l.Value
-		}
-	}
-	return ""
-}
-
-// agentOwn says whether a rule's labels are one of the agent's own (reserved) derived-from labels.
-func agentOwn(la labels.LabelArray) bool {
-	for _, l := range la {
-		if l.Source == labels.LabelSourceReserved && l.Key == policy.LabelKeyPolicyDerivedFrom {
-			return true
-		}
-	}
-	return false
-}
-
-// ciliumVersion is the version of github.com/cilium/cilium this binary was built with.
-func ciliumVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range info.Deps {
-			if dep.Path == "github.com/cilium/cilium" {
-				return dep.Version
-			}
-		}
-	}
-	return "unknown"
 }

@@ -1,0 +1,113 @@
+"""One builder for every Go-built part of the test bed, from the Go module proxy.
+
+    python -m testbed.build controlplane helm trainingoperator oracle ...
+
+Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
+kwok's default stages), ``helm``, the seven operators (`OPERATORS`) and the two Cilium verdict
+oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it built (a bin dir, a
+binary, an operator's dir); progress goes to stderr.
+
+Versions are pinned by the wrapper modules under ``testbed/modules/`` (their go.mod and go.sum):
+change them there. Everything goes to the cache (``${PODIUM_CACHE:-~/.cache/podium}``) under a
+key made of the component, its version and a hash of its wrapper module's files and `RECIPE`
+(not of this file: a tidier builder reuses what an older one built). A build is skipped when its
+output is complete; one builder at a time per key (``flock``), the others wait and then find the
+cache filled. The compiler runs under ``nice -n 10`` with ``GOFLAGS=-p=2`` and ``CGO_ENABLED=0``
+(static binaries): the machine is shared and tests running beside a build keep a core.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from testbed.gobuild.components import (
+    CONTROLPLANE_BINARIES,
+    HELM_VERSION,
+    KWOK_STAGES_FILE,
+    ORACLES,
+    build_controlplane,
+    build_helm,
+    build_oracle,
+)
+from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
+from testbed.gobuild.operators import OPERATORS, OperatorRecipe, build_operator
+
+__all__ = [
+    "CONTROLPLANE_BINARIES",
+    "HELM_VERSION",
+    "KWOK_STAGES_FILE",
+    "NAMES",
+    "OPERATORS",
+    "ORACLES",
+    "RECIPE",
+    "BuildError",
+    "GoMissing",
+    "OperatorRecipe",
+    "build",
+    "build_controlplane",
+    "build_helm",
+    "build_operator",
+    "build_oracle",
+    "controlplane_bin_dir",
+    "go_available",
+    "helm_binary",
+    "main",
+    "oracle_binary",
+]
+
+#: Every name the builder knows, in the order `main` builds them without arguments.
+NAMES: tuple[str, ...] = ("controlplane", "helm", *OPERATORS, *ORACLES)
+
+
+def build(name: str) -> Path:
+    """Build (or find cached) ``name`` (`NAMES`); return what it made."""
+    if name == "controlplane":
+        return build_controlplane()
+    if name == "helm":
+        return build_helm()
+    if name in ORACLES:
+        return build_oracle(name)
+    return build_operator(name)
+
+
+def controlplane_bin_dir() -> Path:
+    """``$PODIUM_CONTROLPLANE_BIN``, else the control plane's bin dir (built if needed)."""
+    if from_env := os.environ.get("PODIUM_CONTROLPLANE_BIN"):
+        return Path(from_env)
+    return build_controlplane()
+
+
+def helm_binary() -> Path:
+    """``$PODIUM_HELM``, else helm (built if needed)."""
+    if from_env := os.environ.get("PODIUM_HELM"):
+        return Path(from_env)
+    return build_helm()
+
+
+def oracle_binary(name: str = "oracle") -> Path:
+    """``$PODIUM_CILIUM_ORACLE`` (``…ORACLE115`` for oracle115), else the oracle (built)."""
+    if from_env := os.environ.get(f"PODIUM_CILIUM_{name.upper()}"):
+        return Path(from_env)
+    return build_oracle(name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    names = list(sys.argv[1:] if argv is None else argv) or list(NAMES)
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        print(f"unknown: {', '.join(unknown)}; known: {', '.join(NAMES)}", file=sys.stderr)
+        return 2
+    try:
+        for name in names:
+            print(build(name), flush=True)
+    except BuildError as error:
+        print(f"[build] {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
