@@ -28,8 +28,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s
@@ -47,7 +46,7 @@ from testbed.controlplane.flags import (
 )
 from testbed.controlplane.layout import Layout
 from testbed.paths import CRD_DIR, crd_files
-from testbed.processes import LOG_TAIL_LINES, tail
+from testbed.processes import LOG_TAIL_LINES, StartStop, tail
 from webhook.ops import certs
 
 __all__ = [
@@ -65,7 +64,7 @@ __all__ = [
 ]
 
 
-class LocalCluster:
+class LocalCluster(StartStop):
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on 127.0.0.1.
 
     Paths are known right after construction; ports, `server` and the files exist after
@@ -127,18 +126,6 @@ class LocalCluster:
         return self.components.server
 
     # --- lifecycle ---------------------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start every component and wait until each is healthy; on any failure, stop them all."""

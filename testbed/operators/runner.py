@@ -24,8 +24,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import yaml
 
@@ -37,7 +36,7 @@ from testbed.operators.webhooks import (
     issue_webhook_certs,
     render_webhook_configurations,
 )
-from testbed.processes import HOST, LOG_TAIL_LINES, Process, free_port, tail
+from testbed.processes import HOST, LOG_TAIL_LINES, Process, StartStop, free_port, tail
 
 __all__ = ["Build", "ConfigFileOperator", "Operator", "OperatorError", "build"]
 
@@ -104,7 +103,7 @@ def build(name: str) -> Build:
         raise OperatorError(f"building {name} failed: {error}") from error
 
 
-class Operator:
+class Operator(StartStop):
     """One operator process against a `LocalCluster`; subclasses say how to run each one.
 
     Ports and paths are known after construction; `start` prepares the cluster (namespace, CRDs,
@@ -166,18 +165,6 @@ class Operator:
         return f"http://{HOST}:{self.health_port}{self.health_path}"
 
     # --- lifecycle ------------------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self, *, timeout: float = 180.0, install_crds: bool = True) -> None:
         """Install the CRDs, prepare, start the process, register webhooks, wait until ready."""
