@@ -20,6 +20,11 @@ ZONE = PREFIX + "zone"
 #: Annotations podium writes on the pods it pins.
 REASON = PREFIX + "reason"
 POLICY = PREFIX + "policy"
+#: podium's scheduling gate (``zone-chooser: hold``): set at admission on a new gang's pods,
+#: removed by the releaser in the same patch that pins each pod to the gang's zone.
+HOLD_GATE = PREFIX + "hold"
+#: The reason annotation's value on a held pod.
+HELD = "held"
 #: Label on podium's own objects saying what they are (``decision`` or ``policy``).
 COMPONENT = PREFIX + "component"
 

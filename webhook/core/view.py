@@ -169,6 +169,7 @@ class PodSummary:
         "annotations",
         "controller",
         "env",
+        "gated",
         "labels",
         "name",
         "namespace",
@@ -193,6 +194,7 @@ class PodSummary:
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         env: tuple[tuple[tuple[str, str], ...], ...],
+        gated: bool = False,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -209,6 +211,8 @@ class PodSummary:
         self.annotations = annotations
         #: Per container that sets any, the ``Kept.env`` literal values, in order.
         self.env = env
+        #: The pod carries podium's scheduling gate (``labels.HOLD_GATE``): held, not released.
+        self.gated = gated
 
     @property
     def bound(self) -> bool:
@@ -234,6 +238,8 @@ class PodSummary:
         spec: dict[str, Any] = {}
         if self.node:
             spec["nodeName"] = self.node
+        if self.gated:
+            spec["schedulingGates"] = [{"name": labels.HOLD_GATE}]
         if self.env:
             spec["containers"] = [
                 {"env": [{"name": n, "value": v} for n, v in env]} for env in self.env
@@ -247,6 +253,14 @@ class PodSummary:
         if status:
             obj["status"] = status
         return obj
+
+
+def has_gate(spec: Mapping[str, Any], name: str = labels.HOLD_GATE) -> bool:
+    """The pod spec carries the scheduling gate ``name`` (podium's, by default)."""
+    gates = spec.get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, Mapping) and g.get("name") == name for g in gates
+    )
 
 
 def _controller_tuple(pod: Obj) -> tuple[str, str, str, str] | None:
@@ -444,6 +458,7 @@ class ClusterView:
             labels=self.kept.strings(meta.get("labels")),
             annotations=self.kept.strings(meta.get("annotations")),
             env=self.kept.env_of(spec),
+            gated=has_gate(spec),
         )
 
     def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:
