@@ -559,6 +559,23 @@ def _policy(
     return name, [built] if built is not None else [], None
 
 
+def gang_policy(
+    gang: Gang, namespace: str, view: ClusterView, settings: Settings, *, zone: str | None
+) -> tuple[str | None, list[Manifest]]:
+    """The gang's policy for ``zone`` (the zone its record names) as an admission pinned to that
+    zone would ask for it: its name (None when there is none) and the policy to create when the
+    view does not hold it yet. The releaser writes it before it ungates a pod."""
+    name, manifests, _ = _policy(gang, namespace, view, settings, zone=zone, record_zone=zone)
+    return name, manifests
+
+
+def job_wide_policy(
+    gang: Gang, namespace: str, view: ClusterView, settings: Settings
+) -> tuple[str | None, list[Manifest]]:
+    """The gang's job-wide policy (``too-big: spread``), as ``_group`` asks for it."""
+    return _job_wide_policy(gang, namespace, view, settings)
+
+
 def _scheduler_chooses(
     pod: Obj,
     namespace: str,

@@ -167,7 +167,9 @@ class PodSummary:
 
     __slots__ = (
         "annotations",
+        "constraint",
         "controller",
+        "created",
         "env",
         "gated",
         "labels",
@@ -195,6 +197,8 @@ class PodSummary:
         annotations: Mapping[str, str],
         env: tuple[tuple[tuple[str, str], ...], ...],
         gated: bool = False,
+        constraint: Obj | None = None,
+        created: str = "",
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -213,6 +217,10 @@ class PodSummary:
         self.env = env
         #: The pod carries podium's scheduling gate (``labels.HOLD_GATE``): held, not released.
         self.gated = gated
+        #: Kept only while gated, for the releaser: the pod's node selector, required node
+        #: affinity and tolerations (what ``candidate_zones`` reads), and its creationTimestamp.
+        self.constraint = constraint
+        self.created = created
 
     @property
     def bound(self) -> bool:
@@ -261,6 +269,29 @@ def has_gate(spec: Mapping[str, Any], name: str = labels.HOLD_GATE) -> bool:
     return isinstance(gates, list) and any(
         isinstance(g, Mapping) and g.get("name") == name for g in gates
     )
+
+
+def _held_fields(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What the view keeps of a pod behind podium's gate besides the rest: where it may go, and
+    since when it waits. Nothing for any other pod."""
+    if not has_gate(spec):
+        return {}
+    constraint = {
+        "nodeSelector": spec.get("nodeSelector") or {},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": selectors.required_terms(spec)
+                }
+            }
+        },
+        "tolerations": spec.get("tolerations") or [],
+    }
+    return {
+        "gated": True,
+        "constraint": constraint,
+        "created": str(meta.get("creationTimestamp") or ""),
+    }
 
 
 def _controller_tuple(pod: Obj) -> tuple[str, str, str, str] | None:
@@ -458,7 +489,7 @@ class ClusterView:
             labels=self.kept.strings(meta.get("labels")),
             annotations=self.kept.strings(meta.get("annotations")),
             env=self.kept.env_of(spec),
-            gated=has_gate(spec),
+            **_held_fields(meta, spec),
         )
 
     def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:
