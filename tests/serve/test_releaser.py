@@ -123,7 +123,9 @@ async def test_a_failure_half_way_is_completed_by_the_next_pass(now: datetime) -
 
 async def test_a_failed_record_write_ungates_nothing(now: datetime) -> None:
     world = World([*cluster(), *held_job("llama", 2, now)], now)
-    world.api.fail = lambda op, key: errors.ApiError("down") if op == "create" else None
+    world.api.fail = lambda op, key: (
+        errors.ApiError("down") if (op, key[1]) == ("create", "ConfigMap") else None
+    )
     (entry,) = await world.pass_()
     assert entry["result"] == "failed: down" and entry["pods"] == []
     assert len(world.gated()) == 2 and world.kinds() == ["Namespace", "PyTorchJob"]
