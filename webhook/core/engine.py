@@ -201,7 +201,7 @@ def _held(pod: Obj, namespace: str, gang: Gang) -> Decision:
 
 def _summary(gang: Gang) -> str:
     pods = sum(g.count for g in gang.demand)
-    total = ", ".join(f"{v} {k}" for k, v in sorted(gang.total.items()) if v)
+    total = ", ".join(f"{v} {k}" for k, v in sorted(gang.total.items()) if v and k != "pods")
     return f"{pods} pod(s), {total or 'no requests'}"
 
 
