@@ -329,3 +329,25 @@ def test_the_release_patch_pins_labels_and_ungates(now: datetime) -> None:
         for t in terms
     )
     assert r.record["kind"] == policies.RECORD_KIND  # type: ignore[index]
+
+
+# -- an admin's release (podium release) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("asked", "zone"), [("zone", "zone-c"), ("unpinned", None)])
+def test_an_admin_releases_a_gang_now_out_of_turn(
+    asked: str, zone: str | None, now: datetime
+) -> None:
+    """No zone fits (zone-c has 24 free for 32): the admin's release goes into the roomiest
+    zone, or none, ahead of an older gang, naming who asked."""
+    older = held_job("older", 4, now - timedelta(seconds=60))
+    mine = held_job("mine", 4, now)
+    mine[0]["metadata"]["annotations"] = {
+        labels.RELEASE: asked,
+        labels.RELEASED_BY: "alice",
+    }
+    p = plan([*cluster(), *hogs("c", range(5)), *older, *mine], now)
+    (r,) = p.releases
+    assert (r.held.gang.owner.name, r.zone, r.reason, r.by) == ("mine", zone, "admin", "alice")
+    assert "released by alice" in r.detail and len(r.pods) == 4
+    assert [w.held.gang.owner.name for w in p.waits] == ["older"]

@@ -201,3 +201,20 @@ def test_the_reconciler_leaves_a_held_gang_to_the_releaser(now: datetime) -> Non
     owned = reconciler.Owned(decisions=[], policies=[])
     actions = reconciler.plan(view, HOLD, owned=owned, now=now, tuning=reconciler.Tuning())
     assert actions == []
+
+
+async def test_an_admins_release_is_audited_as_theirs(now: datetime) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now)]
+    objects[len(objects) - 5]["metadata"]["annotations"] = {
+        labels.RELEASE: "zone",
+        labels.RELEASED_BY: "alice",
+    }
+    world = World(objects, now)
+    (entry,) = await world.pass_()
+    assert (entry["outcome"], entry["reason"], entry["user"], entry["zone"]) == (
+        "released",
+        "admin",
+        "alice",
+        "zone-c",
+    )
+    assert world.gated() == []

@@ -99,6 +99,8 @@ class Release:
     policy_name: str | None
     pods: tuple[PodRef, ...]
     waited_seconds: float
+    #: Who asked for an admin release (``podium release``); empty for the releaser's own.
+    by: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +179,12 @@ def plan(
     for held in gangs:
         if held.record is not None and held.record.zone and held.released:
             releases.append(_complete(held, view, settings, now))
+            continue
+        if (asked := held.gang.job_annotations.get(labels.RELEASE)) is not None:
+            admin = _admin(held, view, settings, now, heading, unpinned=asked == "unpinned")
+            releases.append(admin)
+            if admin.zone is not None:
+                heading.setdefault(admin.zone, []).extend(held.gang.demand)
             continue
         if not _ready(held, view, stable or {}):
             waits.append(_not_ready(held))
@@ -391,6 +399,27 @@ def _release(
         pods=_refs(held.held),
         waited_seconds=held.waited(now),
     )
+
+
+def _admin(
+    held: HeldGang,
+    view: ClusterView,
+    settings: Settings,
+    now: datetime,
+    heading: Mapping[str, Sequence[PodGroup]],
+    *,
+    unpinned: bool,
+) -> Release:
+    """An admin asked (``podium release``): the pods present go now, into the best zone that
+    fits, else the roomiest, or into none; out of turn and whatever the head keeps."""
+    fit = _Fit.of(held, view, settings, heading, exclude=held.key)
+    fitting = {z: c for z, c in fit.zones.items() if c.fits}
+    zone = None if unpinned else _place(fitting, fit, settings)[0] if fitting else fit.roomiest[0]
+    by = held.gang.job_annotations.get(labels.RELEASED_BY) or "an admin"
+    where = f"into {zone}" + ("" if zone in fitting else ", which has no room for all of it")
+    detail = f"released by {by} {where if zone else 'unpinned'} after {held.waited(now):.0f}s held"
+    released = _release(held, view, settings, now, zone=zone, reason=ADMIN, fit=fit, detail=detail)
+    return dataclasses.replace(released, by=by)
 
 
 def _spread(

@@ -115,7 +115,7 @@ class Releaser:
         entry = _released_entry(
             planned, now=now, effects=effects, released=released, error=error, started=started
         )
-        entry["user"] = self.user
+        entry["user"] = planned.by or self.user
         if self.meter is not None and error is None:
             self.meter.releases.labels(reason=planned.reason).inc()
             self.meter.hold_seconds.observe(planned.waited_seconds)
