@@ -218,3 +218,30 @@ async def test_an_admins_release_is_audited_as_theirs(now: datetime) -> None:
         "zone-c",
     )
     assert world.gated() == []
+
+
+async def test_a_gang_decided_again_gets_its_record_and_policy_for_the_new_zone(
+    now: datetime,
+) -> None:
+    world = World([*cluster(), *held_job("llama", 2, now)], now)
+    # The leader wrote the record and policy for zone-b, then died before any pod was ungated.
+    world.api.fail = lambda op, key: (
+        errors.ApiError("down") if op == "get" and key[1] == "Pod" else None
+    )
+    (first,) = await world.pass_()
+    assert first["zone"] == "zone-b" and first["pods"] == [] and len(world.gated()) == 2
+    # zone-b fills up meanwhile: the gang is decided again, into zone-c, record and policy both.
+    for hog in hogs("b", range(2)):
+        world.api.put(hog)
+    world.api.fail = twins.no_fault
+    (again,) = await world.pass_()
+    assert again["zone"] == "zone-c" and len(again["pods"]) == 2
+    assert [e["outcome"] for e in again["effects"]] == ["replaced", "replaced"]
+    (policy,) = [o for (_, k, _, _), o in world.api.objects.items() if k == "CiliumNetworkPolicy"]
+    assert policy["spec"]["endpointSelector"]["matchLabels"][labels.ZONE] == "zone-c"
+    (record,) = [
+        o
+        for (_, k, _, _), o in world.api.objects.items()
+        if k == "ConfigMap" and o["metadata"].get("labels", {}).get(labels.COMPONENT) == "decision"
+    ]
+    assert record["data"]["zone"] == "zone-c"

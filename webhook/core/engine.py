@@ -534,6 +534,7 @@ def _policy(
     *,
     zone: str | None,
     record_zone: str | None,
+    fresh: bool = False,
 ) -> tuple[str | None, list[Manifest], str | None]:
     """The name of the gang's policy that covers a pod in ``zone`` (None when none does: no
     policy mode, no zone yet in zone scope, or withheld), the policy to create when the view does
@@ -546,7 +547,7 @@ def _policy(
         return None, [], why
     scoped = zone if settings.policy_scope is PolicyScope.ZONE else None
     name = policies.policy_name(gang, scoped, record_zone=record_zone)
-    if view.get(*kind, namespace, name) is not None:
+    if not fresh and view.get(*kind, namespace, name) is not None:
         return name, [], None
     built = policies.build_policy(
         gang=gang,
@@ -560,12 +561,22 @@ def _policy(
 
 
 def gang_policy(
-    gang: Gang, namespace: str, view: ClusterView, settings: Settings, *, zone: str | None
+    gang: Gang,
+    namespace: str,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    zone: str | None,
+    fresh: bool = False,
 ) -> tuple[str | None, list[Manifest]]:
     """The gang's policy for ``zone`` (the zone its record names) as an admission pinned to that
     zone would ask for it: its name (None when there is none) and the policy to create when the
-    view does not hold it yet. The releaser writes it before it ungates a pod."""
-    name, manifests, _ = _policy(gang, namespace, view, settings, zone=zone, record_zone=zone)
+    view does not hold it yet (``fresh``: whether or not it does, for a gang decided again, whose
+    policy of the same name may be scoped to the zone decided before). The releaser writes it
+    before it ungates a pod."""
+    name, manifests, _ = _policy(
+        gang, namespace, view, settings, zone=zone, record_zone=zone, fresh=fresh
+    )
     return name, manifests
 
 

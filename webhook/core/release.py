@@ -372,7 +372,10 @@ def _release(
 ) -> Release:
     gang = held.gang
     if zone is not None:
-        name, policy = engine.gang_policy(gang, held.namespace, view, settings, zone=zone)
+        again = held.record is not None  # decided before: its policy may name the old zone
+        name, policy = engine.gang_policy(
+            gang, held.namespace, view, settings, zone=zone, fresh=again
+        )
     else:
         name, policy = engine.job_wide_policy(gang, held.namespace, view, settings)
     detail = detail or (

@@ -105,7 +105,7 @@ class Releaser:
             if planned.record is not None:
                 await self._record(planned, effects)
             for policy in planned.policies:
-                await self._create(policy, effects)
+                await self._create(policy, effects, replace=planned.replace)
             for ref in planned.pods:
                 if await self._ungate(ref, planned):
                     released.append(ref.name)
@@ -145,12 +145,25 @@ class Releaser:
         await self.api.replace({**record, "metadata": {**meta, "resourceVersion": version}})
         effects.append(_effect(record, "replaced"))
 
-    async def _create(self, manifest: Manifest, effects: list[EffectEntry]) -> None:
+    async def _create(
+        self, manifest: Manifest, effects: list[EffectEntry], *, replace: bool = False
+    ) -> None:
+        """Create the policy; one there already is fine, or, on a re-decision (``replace``),
+        overwritten: it may be scoped to the zone decided before."""
         try:
             await self.api.create(manifest)
             effects.append(_effect(manifest, "created"))
         except errors.AlreadyExists:
-            effects.append(_effect(manifest, "exists"))
+            if not replace:
+                effects.append(_effect(manifest, "exists"))
+                return
+            meta = manifest["metadata"]
+            existing = await self.api.get(
+                manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"]
+            )
+            version = (existing.get("metadata") or {}).get("resourceVersion")
+            await self.api.replace({**manifest, "metadata": {**meta, "resourceVersion": version}})
+            effects.append(_effect(manifest, "replaced"))
         except errors.NotFound:
             effects.append(_effect(manifest, "skipped-crd-missing"))
 
