@@ -240,9 +240,7 @@ def _plan_gang(
         )
         return [a for obj in objects if (a := _orphan(obj, reason, detail, now, tuning, act))]
     actions = _adopted(objects, members, act)
-    if _all_held(members):
-        # ``zone-chooser: hold``: no pod of the gang is released yet, so it has no decision to
-        # rebuild and no policy to keep: the releaser writes both, before it ungates a pod.
+    if _all_held(members):  # nothing released yet: the releaser writes record and policy
         return actions
     found = found or _gang_of(members, namespace, gang, view)
     if found is None:
@@ -259,7 +257,8 @@ def _plan_gang(
 
 
 def _all_held(members: Sequence[Obj]) -> bool:
-    """Every pod of the gang that is not finished still carries podium's gate."""
+    """Every pod of the gang that is not finished still carries podium's gate
+    (``zone-chooser: hold``): it has no decision to rebuild and no policy to keep yet."""
     alive = [p for p in members if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
     return bool(alive) and all(has_gate(p.get("spec") or {}) for p in alive)
 
