@@ -99,6 +99,10 @@ class PodBuilder:
         self._pod["metadata"].setdefault("uid", new_uid())
         return self
 
+    def gate(self, name: str = "podium.dev/hold") -> Self:
+        self._pod["spec"].setdefault("schedulingGates", []).append({"name": name})
+        return self
+
     def host_network(self) -> Self:
         self._pod["spec"]["hostNetwork"] = True
         return self

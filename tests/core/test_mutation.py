@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 import jsonpatch
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -224,3 +225,52 @@ def test_an_affinity_the_pod_brought_is_extended_not_replaced() -> None:
         "/nodeSelectorTerms/0/matchExpressions/1",
         "value": {"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]},
     }
+
+
+gates = st.lists(st.sampled_from(["other.io/gate", labels.HOLD_GATE]), max_size=2, unique=True)
+
+
+@settings(max_examples=200)
+@given(pods, gates)
+def test_a_held_pod_carries_the_gate_and_no_zone(pod: dict[str, Any], present: list[str]) -> None:
+    if present:
+        pod = {
+            **pod,
+            "spec": {**(pod.get("spec") or {}), "schedulingGates": [{"name": g} for g in present]},
+        }
+    before = copy.deepcopy(pod)
+    after, patch = mutation.hold(pod, gang_key="uid-1")
+    assert pod == before
+    assert jsonpatch.apply_patch(pod, patch) == after
+    assert {"name": labels.HOLD_GATE} in after["spec"]["schedulingGates"]
+    assert after["metadata"]["labels"][labels.JOB] == "uid-1"
+    assert labels.ZONE not in after["metadata"]["labels"]
+    assert after["metadata"]["annotations"][labels.REASON] == labels.HELD
+    assert mutation.hold(after, gang_key="uid-1").patch == []
+
+
+@settings(max_examples=200)
+@given(pods, zones, st.sampled_from(["other.io/gate", None]))
+def test_the_release_patch_ungates_and_pins_in_one_request(
+    pod: dict[str, Any], zone: str | None, other: str | None
+) -> None:
+    held = mutation.hold(pod, gang_key="uid-1").pod
+    if other is not None:
+        gated = [{"name": other}, *held["spec"]["schedulingGates"]]
+        held = {**held, "spec": {**held["spec"], "schedulingGates": gated}}
+    held["metadata"]["uid"] = "pod-uid"
+    notes = {labels.REASON: "best-fit"}
+    after, patch = mutation.release(
+        held, zone=zone, gang_key="uid-1", zone_label=ZONE_KEY, annotations=notes
+    )
+    assert jsonpatch.apply_patch(held, patch) == after
+    assert {"name": labels.HOLD_GATE} not in (after["spec"].get("schedulingGates") or [])
+    assert [g["name"] for g in after["spec"].get("schedulingGates") or []] == (
+        [other] if other else []
+    )
+    assert after["metadata"]["labels"].get(labels.ZONE) == zone
+    # The patch is guarded: against another pod of the same name, or a gate list that moved.
+    assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "pod-uid"}
+    recreated = {**held, "metadata": {**held["metadata"], "uid": "another"}}
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(recreated, patch)

@@ -107,7 +107,10 @@ def test_inputs_globs_gzip_stdin_merged_by_time(
     [
         (["missing.log"], "missing.log: no such file"),
         (["nothing-*.log"], "nothing-*.log: no file matches"),
-        (["--outcome", "weird"], "'pinned', 'unpinned', 'skipped', 'denied', 'fail-open'"),
+        (
+            ["--outcome", "weird"],
+            "'pinned', 'unpinned', 'grouped', 'held', 'released', 'skipped', 'denied',",
+        ),
         (["-o", "xml"], "'table', 'wide', 'json', 'yaml'"),
         (["--since", "yesterday"], "--since: 'yesterday' is neither a duration"),
         (["--job", "pytorchjob/"], "--job: 'pytorchjob/' is not NAME or KIND/NAME"),

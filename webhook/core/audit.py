@@ -73,6 +73,10 @@ class AuditEntry(TypedDict):
     #: Reconciler entries: what it did (``create``, ``patch``, ``delete``, …) and how it went.
     action: NotRequired[str]
     result: NotRequired[str]
+    #: Releaser entries (``released``, ``held``): the pods released (or still held), and how
+    #: long the gang had been held.
+    pods: NotRequired[list[str]]
+    waitedSeconds: NotRequired[float]
 
 
 #: Marks podium's lines among other log lines (e.g. in ``kubectl logs``).

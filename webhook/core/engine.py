@@ -12,17 +12,32 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from webhook.core import adapters, labels, mutation, podgroups, policies, records, zones
+from webhook.core import (
+    adapters,
+    labels,
+    mutation,
+    podgroups,
+    policies,
+    records,
+    selectors,
+    zones,
+)
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, controller_ref
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
 from webhook.core.settings import PolicyScope, Settings, ZoneChooser
-from webhook.core.view import TERMINAL_PHASES, ClusterView
+from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 
 #: ``grouped``: the pod joined its gang's PodGroup; kube-scheduler chooses the zone.
-Outcome = Literal["pinned", "unpinned", "grouped", "skipped", "denied"]
+#: ``held``: the pod carries podium's gate until the releaser ungates its whole gang into one
+#: zone (``zone-chooser: hold``); ``released`` is the releaser's, never an admission's.
+Outcome = Literal["pinned", "unpinned", "grouped", "held", "released", "skipped", "denied"]
+
+#: Kueue's labels that mean Kueue holds and places the pod (its queue, its plain-pod group).
+KUEUE_LABELS = ("kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/pod-group-name")
+DEFAULT_SCHEDULER = "default-scheduler"
 
 HOST_NETWORK_WARNING = (
     "podium: this training pod uses hostNetwork, which bypasses pod network policy; "
@@ -113,9 +128,81 @@ def decide(
         return _skipped(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
+    if settings.zone_chooser is ZoneChooser.HOLD and _not_placed_elsewhere(pod) is None:
+        record = recorded or _recorded(
+            view,
+            namespace,
+            labels.object_name(gang.owner.kind, gang.owner.name, gang.key),
+            gang.key,
+        )
+        if record is None or record.zone is None or not any_released(view, namespace, gang.key):
+            return _held(pod, namespace, gang)
     return _pin(
         pod, namespace, gang, view, settings, now=now, recorded=recorded, scheduler=scheduler
     )
+
+
+def _not_placed_elsewhere(pod: Obj) -> str | None:
+    """Why another system holds or places the pod, so podium must not hold it too (``hold``
+    mode then pins it at admission, as ``podium`` mode does); None when nothing else does.
+
+    Another scheduling gate or Kueue's queue or pod-group label: Kueue (or whoever set the gate)
+    releases it, and two holders would each wait for the other. ``spec.schedulingGroup``: a
+    PodGroup places the gang. A ``schedulerName`` other than the default: another scheduler
+    (Volcano, say) places it and does its own gang admission. ``spec.nodeName``: the pod is
+    placed already, and the apiserver refuses a gate on it."""
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    meta_labels: Mapping[str, Any] = (pod.get("metadata") or {}).get("labels") or {}
+    gates = spec.get("schedulingGates") or []
+    others = [
+        g.get("name") for g in gates if isinstance(g, Mapping) and g.get("name") != labels.HOLD_GATE
+    ]
+    if others:
+        return f"the pod carries another scheduling gate ({others[0]})"
+    if kueue := next((k for k in KUEUE_LABELS if k in meta_labels), None):
+        return f"Kueue holds the pod ({kueue})"
+    if spec.get("schedulingGroup"):
+        return "a PodGroup places the pod (spec.schedulingGroup)"
+    if spec.get("schedulerName", DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+        return f"scheduler {spec['schedulerName']} places the pod"
+    if spec.get("nodeName"):
+        return "the pod is already on a node"
+    return None
+
+
+def any_released(view: ClusterView, namespace: str, gang_key: str) -> bool:
+    """Some pod of the gang was released (carries its label, not podium's gate) and is not
+    finished: the gang is committed to its recorded zone, and later pods follow it."""
+    return any(
+        not pod.gated and pod.phase not in TERMINAL_PHASES
+        for pod in view.pod_summaries(namespace, {labels.JOB: gang_key})
+    )
+
+
+def _held(pod: Obj, namespace: str, gang: Gang) -> Decision:
+    """The pod behind podium's gate, labelled as its gang's, with no zone and no effects: the
+    releaser writes the record and policy when the whole gang fits somewhere."""
+    after, patch = mutation.hold(pod, gang_key=gang.key)
+    return Decision(
+        outcome="held",
+        reason=labels.HELD,
+        detail=(
+            f"held until one zone has room for all of {gang.display} "
+            f"({_summary(gang)}); podium's releaser ungates the whole gang at once"
+        ),
+        namespace=namespace,
+        pod=pod,
+        patched=after,
+        patch=patch,
+        gang=gang,
+        warnings=_host_network(pod),
+    )
+
+
+def _summary(gang: Gang) -> str:
+    pods = sum(g.count for g in gang.demand)
+    total = ", ".join(f"{v} {k}" for k, v in sorted(gang.total.items()) if v and k != "pods")
+    return f"{pods} pod(s), {total or 'no requests'}"
 
 
 def _trusted_label(pod: Obj | None, key: str = labels.JOB) -> str | None:
@@ -166,6 +253,8 @@ def _guard_zone_update(request: Request, view: ClusterView, settings: Settings) 
             detail="UPDATE Pod that leaves podium's labels alone",
             namespace=request.namespace,
         )
+    if (release := _own_release(request, settings, after)) is not None:
+        return release
     node = view.node(str(((request.old_object or {}).get("spec") or {}).get("nodeName") or ""))
     if (
         after is not None
@@ -186,6 +275,28 @@ def _guard_zone_update(request: Request, view: ClusterView, settings: Settings) 
         f"the {labels.ZONE} label is set by podium and cannot be changed ({before!r} → {after!r})"
     )
     return _refused(request, message)
+
+
+def _own_release(request: Request, settings: Settings, zone: str | None) -> Decision | None:
+    """podium's releaser ungating a held pod into its gang's zone: from podium's own user, the
+    old pod carried podium's gate and the new one does not, and the label names the one zone the
+    new pod's placement allows (required in every term, or its node selector). None otherwise."""
+    old_spec = (request.old_object or {}).get("spec") or {}
+    new_spec = (request.object or {}).get("spec") or {}
+    if not (
+        zone is not None
+        and _by_podium(request, settings)
+        and has_gate(old_spec)
+        and not has_gate(new_spec)
+        and selectors.pinned_zones(new_spec, settings.zone_label) == frozenset({zone})
+    ):
+        return None
+    return Decision(
+        outcome="skipped",
+        reason="own-release",
+        detail=f"podium ({settings.own_user}) released a held pod into zone {zone}",
+        namespace=request.namespace,
+    )
 
 
 def _by_podium(request: Request, settings: Settings) -> bool:
@@ -423,6 +534,7 @@ def _policy(
     *,
     zone: str | None,
     record_zone: str | None,
+    fresh: bool = False,
 ) -> tuple[str | None, list[Manifest], str | None]:
     """The name of the gang's policy that covers a pod in ``zone`` (None when none does: no
     policy mode, no zone yet in zone scope, or withheld), the policy to create when the view does
@@ -435,7 +547,7 @@ def _policy(
         return None, [], why
     scoped = zone if settings.policy_scope is PolicyScope.ZONE else None
     name = policies.policy_name(gang, scoped, record_zone=record_zone)
-    if view.get(*kind, namespace, name) is not None:
+    if not fresh and view.get(*kind, namespace, name) is not None:
         return name, [], None
     built = policies.build_policy(
         gang=gang,
@@ -446,6 +558,33 @@ def _policy(
         record_zone=record_zone,
     )
     return name, [built] if built is not None else [], None
+
+
+def gang_policy(
+    gang: Gang,
+    namespace: str,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    zone: str | None,
+    fresh: bool = False,
+) -> tuple[str | None, list[Manifest]]:
+    """The gang's policy for ``zone`` (the zone its record names) as an admission pinned to that
+    zone would ask for it: its name (None when there is none) and the policy to create when the
+    view does not hold it yet (``fresh``: whether or not it does, for a gang decided again, whose
+    policy of the same name may be scoped to the zone decided before). The releaser writes it
+    before it ungates a pod."""
+    name, manifests, _ = _policy(
+        gang, namespace, view, settings, zone=zone, record_zone=zone, fresh=fresh
+    )
+    return name, manifests
+
+
+def job_wide_policy(
+    gang: Gang, namespace: str, view: ClusterView, settings: Settings
+) -> tuple[str | None, list[Manifest]]:
+    """The gang's job-wide policy (``too-big: spread``), as ``_group`` asks for it."""
+    return _job_wide_policy(gang, namespace, view, settings)
 
 
 def _scheduler_chooses(
@@ -465,7 +604,7 @@ def _scheduler_chooses(
     if record is not None:
         return None if record.chooser == ZoneChooser.SCHEDULER else ""
     chooser = settings.zone_chooser
-    if chooser is ZoneChooser.PODIUM or (chooser is ZoneChooser.AUTO and not scheduler):
+    if chooser.pins_at_admission or (chooser is ZoneChooser.AUTO and not scheduler):
         return ""
     job = view.get(gang.owner.api_version, gang.owner.kind, namespace, gang.owner.name)
     return podgroups.unfit(gang, pod, job)

@@ -20,6 +20,15 @@ ZONE = PREFIX + "zone"
 #: Annotations podium writes on the pods it pins.
 REASON = PREFIX + "reason"
 POLICY = PREFIX + "policy"
+#: podium's scheduling gate (``zone-chooser: hold``): set at admission on a new gang's pods,
+#: removed by the releaser in the same patch that pins each pod to the gang's zone.
+HOLD_GATE = PREFIX + "hold"
+#: Job annotations ``podium release`` sets: release the job's held gang now (``zone``: into the
+#: best zone, or the roomiest when none fits; ``unpinned``: into no zone), and who asked.
+RELEASE = PREFIX + "release"
+RELEASED_BY = PREFIX + "released-by"
+#: The reason annotation's value on a held pod.
+HELD = "held"
 #: Label on podium's own objects saying what they are (``decision`` or ``policy``).
 COMPONENT = PREFIX + "component"
 

@@ -64,6 +64,71 @@ def pin(
     return Mutation(out, ops)
 
 
+def hold(pod: Obj, *, gang_key: str) -> Mutation:
+    """``pod`` held (``zone-chooser: hold``): the trusted job label, the reason annotation
+    ``held``, podium's scheduling gate, and no zone (a zone label it brought is removed). A pod
+    that carries all of it already (a reinvoked webhook) gets no operation."""
+    after, ops = pin(
+        pod,
+        zone=None,
+        gang_key=gang_key,
+        zone_label=labels.ZONE_LABEL,
+        annotations={labels.REASON: labels.HELD},
+    )
+    spec, spec_ops = _child(after, "spec", ops)
+    gates = spec.get("schedulingGates")
+    gate = {"name": labels.HOLD_GATE}
+    if not isinstance(gates, list) or not gates:
+        _set(spec, "schedulingGates", [gate], spec_ops, "/spec")
+    elif gate not in gates:
+        spec["schedulingGates"] = [*gates, gate]
+        spec_ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
+    return Mutation(after, ops)
+
+
+def release(
+    pod: Obj,
+    *,
+    zone: str | None,
+    gang_key: str,
+    zone_label: str,
+    annotations: Mapping[str, str],
+) -> Mutation:
+    """``pod`` released from podium's gate into ``zone`` (``pin``) in one patch, as KEP-3838
+    advises: the zone is added to every required term while the pod is still gated (the only time
+    its placement may be narrowed), and the gate is removed by index behind a ``test`` of that
+    index's name and of the pod's UID, so a patch computed from a stale read fails instead of
+    removing another gate or touching a recreated pod of the same name."""
+    after, ops = pin(
+        pod, zone=zone, gang_key=gang_key, zone_label=zone_label, annotations=annotations
+    )
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    index = next(
+        (
+            i
+            for i, g in enumerate(gates)
+            if isinstance(g, Mapping) and g.get("name") == labels.HOLD_GATE
+        ),
+        None,
+    )
+    if index is None:
+        return Mutation(after, ops)
+    uid = (pod.get("metadata") or {}).get("uid")
+    spec = after["spec"] = dict(after.get("spec") or {})
+    kept = [g for i, g in enumerate(gates) if i != index]
+    path = f"/spec/schedulingGates/{index}"
+    guard = [{"op": "test", "path": path + "/name", "value": labels.HOLD_GATE}]
+    if uid:
+        guard.insert(0, {"op": "test", "path": "/metadata/uid", "value": uid})
+    if kept:
+        spec["schedulingGates"] = kept
+        ungate = [{"op": "remove", "path": path}]
+    else:
+        spec.pop("schedulingGates", None)
+        ungate = [{"op": "remove", "path": "/spec/schedulingGates"}]
+    return Mutation(after, [*guard, *ops, *ungate])
+
+
 def without_trusted_label(pod: Obj) -> Mutation:
     """``pod`` without podium's job and zone labels: a pod podium did not admit into a gang must
     not carry them, or it would be let into that gang's policy (or claim a zone it is not in)."""

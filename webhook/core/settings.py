@@ -59,6 +59,21 @@ class ZoneChooser(StrEnum):
     #: ``scheduler`` where the apiserver serves PodGroups with topology constraints (probed at
     #: start and every few minutes, never during an admission), ``podium`` elsewhere.
     AUTO = "auto"
+    #: podium admits a new gang's pods behind its scheduling gate (``podium.dev/hold``) and its
+    #: releaser ungates the whole gang into one zone once that zone has room for all of it
+    #: (``webhook.core.release``): no partial gang holds GPUs while it waits. Pods another
+    #: system gates or places are pinned as in ``podium`` mode.
+    HOLD = "hold"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ZoneChooser | None:
+        # ``pin`` says what ``podium`` mode does: pin at admission, whatever the room.
+        return cls.PODIUM if value == "pin" else None
+
+    @property
+    def pins_at_admission(self) -> bool:
+        """podium itself decides the zone of a gang that is neither grouped nor held."""
+        return self in (ZoneChooser.PODIUM, ZoneChooser.HOLD)
 
 
 class NoFit(StrEnum):
@@ -66,6 +81,15 @@ class NoFit(StrEnum):
     PIN_MOST_FREE = "pin-most-free"
     #: No zone has room for the whole gang: leave the pod unpinned, and warn.
     UNPINNED = "unpinned"
+
+
+class TooBig(StrEnum):
+    #: A held gang whose demand exceeds every zone's whole allocatable stays held, said at once
+    #: (Event, audit, doctor), until an admin releases it (``podium release``).
+    HOLD = "hold"
+    #: Such a gang is released unpinned, with one job-wide policy between its own pods (the
+    #: cross-zone connectivity it needs): an admin's explicit opt-in.
+    SPREAD = "spread"
 
 
 class SettingsError(ValueError):
@@ -109,6 +133,14 @@ class Settings:
     #: ``podium.dev/job`` label — the reconciler's, on a pod created with a copied one while
     #: podium was down. Empty: nobody may.
     own_user: str = ""
+    #: ``zone-chooser: hold``: a held gang that still fits no zone after this long is released
+    #: as ``no-fit`` says (pinned to the roomiest zone, so an autoscaler scales that zone, or
+    #: unpinned): gated pods never trigger a scale-up. 0: hold for ever.
+    hold_timeout_seconds: float = 1800.0
+    #: ``zone-chooser: hold``: what to do with a gang no zone could hold even empty.
+    too_big: TooBig = TooBig.HOLD
+    #: Seconds between two releaser passes (of the elected replica), ``zone-chooser: hold``.
+    release_interval_seconds: float = 2.0
 
     def skips_namespace(self, namespace: str) -> bool:
         return namespace == self.own_namespace or namespace in self.excluded_namespaces
@@ -147,6 +179,8 @@ _SECONDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "time_budget_seconds": (lambda s: 0 < s <= 30, "between 0 and 30 seconds"),
     "orphan_grace_seconds": (lambda s: s >= 0, "zero or more seconds"),
     "reconcile_interval_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
+    "hold_timeout_seconds": (lambda s: s >= 0, "zero or more seconds"),
+    "release_interval_seconds": (lambda s: 0 < s <= 3_600, "between 0 and 3600 seconds"),
 }
 
 
@@ -158,6 +192,7 @@ def _coerce(key: str, value: Any) -> Any:
         "placement": Placement,
         "no_fit": NoFit,
         "zone_chooser": ZoneChooser,
+        "too_big": TooBig,
     }
     try:
         if key in enums:

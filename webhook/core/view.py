@@ -167,8 +167,11 @@ class PodSummary:
 
     __slots__ = (
         "annotations",
+        "constraint",
         "controller",
+        "created",
         "env",
+        "gated",
         "labels",
         "name",
         "namespace",
@@ -193,6 +196,9 @@ class PodSummary:
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         env: tuple[tuple[tuple[str, str], ...], ...],
+        gated: bool = False,
+        constraint: Obj | None = None,
+        created: str = "",
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -209,6 +215,12 @@ class PodSummary:
         self.annotations = annotations
         #: Per container that sets any, the ``Kept.env`` literal values, in order.
         self.env = env
+        #: The pod carries podium's scheduling gate (``labels.HOLD_GATE``): held, not released.
+        self.gated = gated
+        #: Kept only while gated, for the releaser: the pod's node selector, required node
+        #: affinity and tolerations (what ``candidate_zones`` reads), and its creationTimestamp.
+        self.constraint = constraint
+        self.created = created
 
     @property
     def bound(self) -> bool:
@@ -234,6 +246,8 @@ class PodSummary:
         spec: dict[str, Any] = {}
         if self.node:
             spec["nodeName"] = self.node
+        if self.gated:
+            spec["schedulingGates"] = [{"name": labels.HOLD_GATE}]
         if self.env:
             spec["containers"] = [
                 {"env": [{"name": n, "value": v} for n, v in env]} for env in self.env
@@ -247,6 +261,37 @@ class PodSummary:
         if status:
             obj["status"] = status
         return obj
+
+
+def has_gate(spec: Mapping[str, Any], name: str = labels.HOLD_GATE) -> bool:
+    """The pod spec carries the scheduling gate ``name`` (podium's, by default)."""
+    gates = spec.get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, Mapping) and g.get("name") == name for g in gates
+    )
+
+
+def _held_fields(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What the view keeps of a pod behind podium's gate besides the rest: where it may go, and
+    since when it waits. Nothing for any other pod."""
+    if not has_gate(spec):
+        return {}
+    constraint = {
+        "nodeSelector": spec.get("nodeSelector") or {},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": selectors.required_terms(spec)
+                }
+            }
+        },
+        "tolerations": spec.get("tolerations") or [],
+    }
+    return {
+        "gated": True,
+        "constraint": constraint,
+        "created": str(meta.get("creationTimestamp") or ""),
+    }
 
 
 def _controller_tuple(pod: Obj) -> tuple[str, str, str, str] | None:
@@ -444,6 +489,7 @@ class ClusterView:
             labels=self.kept.strings(meta.get("labels")),
             annotations=self.kept.strings(meta.get("annotations")),
             env=self.kept.env_of(spec),
+            **_held_fields(meta, spec),
         )
 
     def _apply_pod(self, event: EventType, namespace: str, name: str, obj: Obj) -> None:

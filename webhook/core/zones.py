@@ -237,3 +237,28 @@ def _packs(demand: Iterable[PodGroup], frees: Iterable[resources.Resources], pri
         if left:
             return False
     return True
+
+
+def pack_into(demand: Iterable[PodGroup], free: list[resources.Resources], primary: str) -> bool:
+    """``_packs`` on nodes whose free capacity is held in ``free`` (one mutable map per node),
+    taking from it what the pods that fit use; True when every pod found a node. The releaser
+    packs first the pods already heading for a zone, then the gang it is deciding for."""
+    ok = True
+    for group in sorted(demand, key=lambda g: g.requests.get(primary, 0), reverse=True):
+        left = group.count
+        need = {k: v for k, v in group.requests.items() if v > 0}
+        for node_free in free:
+            if not left:
+                break
+            room = min((node_free.get(k, 0) // v for k, v in need.items()), default=left)
+            take = max(0, min(left, room))
+            for k, v in need.items():
+                node_free[k] = node_free.get(k, 0) - v * take
+            left -= take
+        ok = ok and not left
+    return ok
+
+
+def primary_of(total: Mapping[str, int], settings: Settings) -> str:
+    """The resource that ranks zones for a gang: ``primary-resource`` if it asks for any."""
+    return _primary(total, settings)

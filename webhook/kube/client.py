@@ -34,10 +34,11 @@ from kubernetes.watch.watch import iter_resp_lines
 from webhook.core.objects import Obj, group_of
 from webhook.core.policies import Manifest
 from webhook.kube import cache, errors
-from webhook.kube.protocols import Page, Resource, WatchEvent, WatchStream
+from webhook.kube.protocols import JsonPatch, Page, Resource, WatchEvent, WatchStream
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 # -- where objects live -------------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ class _Transport:
         path: str,
         *,
         query: Mapping[str, str | int] | None = None,
-        body: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | JsonPatch | None = None,
         content_type: str = JSON,
         timeout: float | tuple[float, float],
         guarded: bool = False,
@@ -182,7 +183,7 @@ class _Transport:
                 path,
                 query_params=list((query or {}).items()),
                 header_params={"Accept": JSON, "Content-Type": content_type},
-                body=dict(body) if body is not None else None,
+                body=dict(body) if isinstance(body, Mapping) else body,
                 auth_settings=["BearerToken"],
             )
             response = self.api_client.call_api(*request, _request_timeout=timeout)
@@ -208,7 +209,7 @@ class _Transport:
         path: str,
         *,
         query: Mapping[str, str | int] | None = None,
-        body: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | JsonPatch | None = None,
         content_type: str = JSON,
         timeout: float | tuple[float, float],
         guarded: bool = False,
@@ -306,6 +307,12 @@ class KubeObjects:
         where = path(api_version, kind, namespace=namespace, name=name)
         return await self._call("PATCH", where, body=patch, content_type=MERGE_PATCH, guarded=True)
 
+    async def json_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: JsonPatch
+    ) -> Obj:
+        where = path(api_version, kind, namespace=namespace, name=name)
+        return await self._call("PATCH", where, body=patch, content_type=JSON_PATCH, guarded=True)
+
     async def delete(
         self,
         api_version: str,
@@ -329,7 +336,7 @@ class KubeObjects:
         where: str,
         *,
         query: Mapping[str, str | int] | None = None,
-        body: Manifest | None = None,
+        body: Manifest | JsonPatch | None = None,
         content_type: str = JSON,
         guarded: bool = False,
     ) -> dict[str, Any]:

@@ -20,6 +20,9 @@ from typing import Any, Protocol
 from webhook.core.objects import Obj, group_of
 from webhook.core.policies import Manifest
 
+#: A JSON Patch (RFC 6902): a list of operations.
+JsonPatch = list[dict[str, Any]]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Resource:
@@ -108,6 +111,12 @@ class Objects(Api, Protocol):
     async def merge_patch(
         self, api_version: str, kind: str, namespace: str, name: str, patch: Manifest
     ) -> Obj: ...
+
+    async def json_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: JsonPatch
+    ) -> Obj:
+        """A JSON Patch (RFC 6902); its ``test`` operations are its guard."""
+        ...
 
     async def delete(
         self,

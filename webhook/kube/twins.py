@@ -49,12 +49,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonpatch
+import jsonpointer
 import orjson
 
 from webhook.core.objects import Obj, ObjectKey, group_of, key_of
 from webhook.core.policies import Manifest
 from webhook.kube import errors
-from webhook.kube.protocols import Page, Resource, WatchEvent, WatchStream
+from webhook.kube.protocols import JsonPatch, Page, Resource, WatchEvent, WatchStream
 
 Fault = Callable[[str, ObjectKey], errors.ApiError | None]
 
@@ -294,6 +296,15 @@ class Store:
             stored = self._guard(key, (patch.get("metadata") or {}).get("resourceVersion"))
             return self._write(key, _copy(apply_merge_patch(stored, patch)))
 
+    def json_patch(self, key: ObjectKey, patch: JsonPatch) -> Obj:
+        with self.lock:
+            stored = self._stored(key)
+            try:
+                patched = jsonpatch.apply_patch(stored, patch)
+            except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as err:
+                raise errors.ApiError(f'{key[1]} "{key[3]}" is invalid: {err}') from err
+            return self._write(key, _copy(patched))
+
     def delete(self, key: ObjectKey, *, uid: str | None, resource_version: str | None) -> None:
         with self.lock:
             stored = self._guard(key, resource_version)
@@ -446,6 +457,13 @@ class InMemoryObjects:
         key = (group_of(api_version), kind, namespace, name)
         await self._enter("patch", key)
         return self.store.merge_patch(key, patch)
+
+    async def json_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: JsonPatch
+    ) -> Obj:
+        key = (group_of(api_version), kind, namespace, name)
+        await self._enter("patch", key)
+        return self.store.json_patch(key, patch)
 
     async def delete(
         self,

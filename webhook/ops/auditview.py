@@ -45,6 +45,9 @@ class Outcome(enum.StrEnum):
 
     PINNED = "pinned"
     UNPINNED = "unpinned"
+    GROUPED = "grouped"
+    HELD = "held"
+    RELEASED = "released"
     SKIPPED = "skipped"
     DENIED = "denied"
     FAIL_OPEN = "fail-open"
@@ -343,6 +346,8 @@ def matches(entry: Mapping[str, Any], **filters: Any) -> bool:
 
 #: Verdicts of a gang, worst first.
 SPLIT, CHECK, NO_ROOM, OK = "split", "check", "no-room", "ok"
+#: Every entry so far is ``held``: the gang waits behind podium's gate for a zone with room.
+HELD = "held"
 #: The reason of a decision that pinned a gang to a zone without room for all of it.
 NO_FIT_PINNED = "no-fit-most-free"
 
@@ -376,10 +381,16 @@ class GangSummary:
         """``split``: its pods were pinned to more than one zone; ``check``: not every admission
         pinned (unpinned, failed open); ``no-room``: podium pinned it to a zone that had no room
         for all of it (``no-fit-most-free``), so some pods may wait there unschedulable — the
-        records cannot say whether they still do, ``podium doctor`` can; ``ok``."""
+        records cannot say whether they still do, ``podium doctor`` can; ``held``: its pods wait
+        behind podium's gate, none released yet (``zone-chooser: hold``); ``ok``."""
         if len(self.zones) > 1:
             return SPLIT
-        if set(self.outcomes) - {Outcome.PINNED}:
+        outcomes = set(self.outcomes) - {Outcome.PINNED}
+        if Outcome.RELEASED in outcomes:
+            outcomes -= {Outcome.HELD, Outcome.RELEASED}
+        if outcomes == {Outcome.HELD}:
+            return HELD
+        if outcomes:
             return CHECK
         if self.pinned_without_room:
             return NO_ROOM
@@ -579,6 +590,7 @@ def summary(
             SPLIT: "SPLIT across zones" if plain else "[red]SPLIT across zones[/]",
             CHECK: "check: not every pod pinned",
             NO_ROOM: "check: pinned without room (podium doctor: are its pods Pending?)",
+            HELD: "held: waiting for one zone with room (podium doctor says why)",
             OK: "ok",
         }[g.verdict]
         out.add_row(

@@ -1,4 +1,5 @@
-"""The ``podium`` command: ``serve``, ``review``, ``audit``, ``doctor`` and ``certs``."""
+"""The ``podium`` command: ``serve``, ``review``, ``audit``, ``doctor``, ``release`` and
+``certs``."""
 
 from __future__ import annotations
 
@@ -639,6 +640,63 @@ def _print_diagnosis(result: doctor_checks.Diagnosis) -> None:
     problems = len(result.findings)
     verdict = "no problems found" if result.ok else f"{problems} problem(s) found"
     output.render([table, verdict], plain=plain)
+
+
+@app.command("release")
+def release_command(
+    job: Annotated[
+        str, typer.Argument(metavar="KIND/NAME", help="The job, e.g. pytorchjob/llama.")
+    ],
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", metavar="NS", help="The job's namespace.")
+    ] = "default",
+    unpinned: Annotated[
+        bool, typer.Option("--unpinned", help="Release it into no zone (it may split).")
+    ] = False,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", metavar="USER", help="Who asks (default: the kubeconfig's user)."),
+    ] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+) -> None:
+    """Release a job held by podium (zone-chooser: hold) now: into the best zone that fits, or the
+    roomiest when none does, or unpinned. Asks podium's releaser through two annotations on the
+    job (podium.dev/release, podium.dev/released-by); it releases the gang within one pass and
+    audits it (podium audit --outcome released) naming who asked."""
+    from webhook.core import adapters, labels  # noqa: PLC0415
+
+    kind_text, _, name = job.partition("/")
+    kinds = [k for k in adapters.KINDS if k.kind.lower() == kind_text.lower() and k.namespaced]
+    if not name or not kinds:
+        known = ", ".join(sorted({k.kind.lower() for k in adapters.KINDS}))
+        raise output.fail(f"{job!r} is not KIND/NAME of a training job (kinds: {known})")
+    kind = kinds[0]
+    api_client, objects = _connect(kubeconfig, context)
+
+    async def ask() -> str:
+        who = by
+        if who is None:
+            review = await objects.create(
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+            )
+            who = str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
+        asked = "unpinned" if unpinned else "zone"
+        patch = {"metadata": {"annotations": {labels.RELEASE: asked, labels.RELEASED_BY: who}}}
+        await objects.merge_patch(kind.api_version, kind.kind, namespace, name, patch)
+        return who
+
+    try:
+        who = asyncio.run(ask())
+    except errors.ApiError as err:
+        raise output.fail(f"cannot ask for the release of {kind.kind}/{name}: {err}") from err
+    finally:
+        api_client.close()
+    where = "unpinned" if unpinned else "into the best zone"
+    Console().print(
+        f"asked podium to release {kind.kind}/{name} {where} (by {who or '?'}); "
+        "podium audit --outcome released shows it"
+    )
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")

@@ -15,6 +15,10 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
     copied-label    a pod carries the job's podium.dev/job label although its controller chain
                     does not lead to the job (created with a copied label while podium was
                     down): the job's allow policy selects it
+    long-hold       (zone-chooser: hold) the job's pods have waited behind podium's gate for
+                    more than half of hold-timeout-seconds; the finding quotes the releaser's
+                    why (what it needs, the roomiest zone, its place in line)
+    too-big         (zone-chooser: hold) the job needs more than any zone holds even empty
     unschedulable   a pod podium pinned to a zone is reported unschedulable by the scheduler
                     (PodScheduled=False, reason Unschedulable): the zone has no room for it, the
                     job waits half-started — the failure podium exists to prevent; the finding
@@ -37,16 +41,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, engine, labels, policies
+from webhook.core import adapters, engine, labels, policies, release
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView
+from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import cache, errors
 from webhook.ops import policyjudge
 
@@ -62,6 +67,8 @@ Check = Literal[
     "not-pinned",
     "copied-label",
     "unschedulable",
+    "long-hold",
+    "too-big",
     "old-cilium",
     "identity-labels",
 ]
@@ -91,6 +98,11 @@ FIXES: Mapping[Check, str] = {
     "(reconcile-interval-seconds); if it stays, check that podium runs and may patch pods",
     "not-pinned": "delete the pod so its controller re-creates it through podium; see `podium "
     "audit --outcome fail-open` for why",
+    "long-hold": "held pods wait for podium's releaser (the elected replica): while podium is "
+    "down they stay held until it is back; else free room for the whole job in one zone, or "
+    "shrink the job; after hold-timeout-seconds it is released into the roomiest zone",
+    "too-big": "no zone can hold the whole job even empty: shrink it, or let it run across zones "
+    "(too-big: spread, with one job-wide policy), or delete it",
     "unschedulable": "free capacity in the job's zone, or wait for it to free up; podium keeps "
     "every pod of the job in that zone, so to place it anew delete the job and submit it again",
 }
@@ -129,6 +141,8 @@ class JobVerdict:
     pods: int
     zones: tuple[str, ...]
     findings: tuple[Finding, ...]
+    #: Why the job's pods wait behind podium's gate (``zone-chooser: hold``); None if they don't.
+    held: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -141,7 +155,8 @@ class JobVerdict:
             "gang": self.gang,
             "pods": self.pods,
             "zones": list(self.zones),
-            "verdict": "ok" if self.ok else "broken",
+            "verdict": ("held" if self.held else "ok") if self.ok else "broken",
+            "held": self.held,
             "findings": [f.as_dict() for f in self.findings],
         }
 
@@ -197,6 +212,7 @@ def diagnose(
     *,
     namespace: str | None = None,
     progress: Callable[[int], None] | None = None,
+    now: datetime | None = None,
 ) -> Diagnosis:
     """Verdicts for every training job (in ``namespace``, or everywhere) from a list of the
     cluster's objects: Namespaces, Nodes, Pods, job objects, podium's objects and the Cilium and
@@ -216,6 +232,9 @@ def diagnose(
     managed_policies = _managed(everything, settings)
     jobs = _jobs(everything, view, namespace=namespace, progress=progress)
     copied = _copied_labels(view, settings, namespace)
+    waits = {
+        w.held.key: w for w in release.plan(view, settings, now=now or datetime.now(UTC)).waits
+    }
     verdicts = [
         _judge(
             job,
@@ -226,6 +245,8 @@ def diagnose(
             managed_policies,
             copied.pop(key, []),
             withheld=policies.withheld(settings, crd) is not None,
+            wait=waits.get(job.gang.key),
+            now=now or datetime.now(UTC),
         )
         for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
     ]
@@ -368,6 +389,8 @@ def _judge(
     copied: Sequence[tuple[Obj, str]] = (),
     *,
     withheld: bool = False,
+    wait: release.Wait | None = None,
+    now: datetime | None = None,
 ) -> JobVerdict:
     ns, gang = job.namespace, job.gang
     findings: list[Finding] = []
@@ -379,7 +402,8 @@ def _judge(
     if len(by_zone) > 1:
         spread = ", ".join(f"{z}: {len(p)}" for z, p in sorted(by_zone.items()))
         find("split-zones", f"pods run in {len(by_zone)} zones ({spread})", job.pods)
-    opted_in = _opted_in(view, settings, ns)
+    # Held pods have no zone and no policy yet: the releaser writes both when it releases them.
+    opted_in = _opted_in(view, settings, ns) and not _all_held(job)
     if opted_in and gang.job_annotations.get(labels.SKIP) != "true":
         _check_pinned(job, find)
     admitted = [
@@ -401,8 +425,30 @@ def _judge(
     if hosts:
         find("host-network", f"{len(hosts)} pod(s) use hostNetwork", hosts)
     _check_cuts(job, view.namespace(ns), network, keep, find)
+    if wait is not None:
+        _check_hold(wait, settings, now, find)
     zones = tuple(sorted(by_zone))
-    return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings))
+    held = wait.why if wait is not None else None
+    return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings), held)
+
+
+def _all_held(job: _Job) -> bool:
+    alive = [p for p in job.pods if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+    return bool(alive) and all(has_gate(p.get("spec") or {}) for p in alive)
+
+
+def _check_hold(wait: release.Wait, settings: Settings, now: datetime | None, find: Find) -> None:
+    """A job too big for any zone, or held for more than half of hold-timeout-seconds."""
+    pods = [p.as_object() for p in wait.held.held]
+    if wait.too_big:
+        find("too-big", wait.why, pods)
+        return
+    waited = wait.held.waited(now or datetime.now(UTC))
+    timeout = settings.hold_timeout_seconds
+    if timeout and waited > timeout / 2:
+        find(
+            "long-hold", f"held {waited:.0f}s (hold-timeout-seconds {timeout:g}): {wait.why}", pods
+        )
 
 
 #: Records one finding about the job being judged: the check, the detail, the pods concerned.
@@ -541,7 +587,17 @@ def table(diagnosis: Diagnosis) -> Table:
         out.add_row("-", f.job, "-", "-", "[red]broken[/]", f"{f.check}: {f.detail}", f.fix)
     for job in diagnosis.jobs:
         zones = ", ".join(job.zones) or "-"
-        if job.ok:
+        if job.ok and job.held:
+            out.add_row(
+                job.namespace,
+                job.job,
+                str(job.pods),
+                zones,
+                "[yellow]held[/]",
+                job.held,
+                "waits for room in one zone (podium's releaser, while podium runs)",
+            )
+        elif job.ok:
             out.add_row(job.namespace, job.job, str(job.pods), zones, "[green]ok[/]", "", "")
             continue
         for i, f in enumerate(job.findings):

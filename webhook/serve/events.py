@@ -15,6 +15,12 @@ reason             type     when
 ``PolicyMissing``  Warning  the policy kind is not installed (CRD missing): pinned, no policy
 ``FailOpen``       Warning  podium admitted a pod of the job unchanged because it could not
                             finish (at most one per job per minute)
+``GangHeld``       Normal   ``zone-chooser: hold``: the job's pods wait behind podium's gate,
+                            and why (what it needs, the roomiest zone, its place in line);
+                            again whenever the why changes; Warning when no zone could ever
+                            hold it
+``GangReleased``   Normal   the releaser ungated the job's pods into one zone (after the
+                            record and policy, which get their own events)
 ``JobLabelRemoved`` Warning the reconciler removed a copied ``podium.dev/job`` label from a
                             pod created while podium was down (the Event is on the pod)
 =================  =======  ==========================================================
@@ -43,6 +49,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -65,6 +72,8 @@ POLICY_CREATED = "PolicyCreated"
 POLICY_MISSING = "PolicyMissing"
 FAIL_OPEN = "FailOpen"
 JOB_LABEL_REMOVED = "JobLabelRemoved"
+GANG_HELD = "GangHeld"
+GANG_RELEASED = "GangReleased"
 
 #: The apiserver's limits (pkg/apis/core/validation/events.go).
 NOTE_LIMIT = 1024
@@ -207,13 +216,45 @@ def build(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
         return []
     if entry.get("outcome") == "fail-open":
         return [_fail_open_event(entry, events)]
+    if entry.get("action") == "wait":
+        return [_held_event(entry, events)]
     out = []
+    if entry.get("action") == "release":
+        out.append(_released_event(entry, events))
     for effect in entry.get("effects") or ():
         if isinstance(effect, Mapping):
             event = _effect_event(entry, effect, events)
             if event is not None:
                 out.append(event)
     return out
+
+
+def _held_event(entry: AuditEntry, events: _JobEvents) -> Event:
+    """The releaser's why for a waiting gang; named per why, so each new why is one Event."""
+    why = str(entry.get("detail") or "")
+    digest = hashlib.sha256(why.encode()).hexdigest()[:8]
+    return events.event(
+        f"gang-held-{digest}",
+        GANG_HELD,
+        f"the pods of {events.display} are held: {why}",
+        warning=entry.get("reason") == "too-big",
+        action="Hold",
+    )
+
+
+def _released_event(entry: AuditEntry, events: _JobEvents) -> Event:
+    zone = entry.get("zone")
+    where = f"into zone {zone}" if zone else "unpinned"
+    pods = len(entry.get("pods") or [])
+    failed = str(entry.get("result") or "").startswith("failed")
+    return events.event(
+        "gang-released-failed" if failed else "gang-released",
+        GANG_RELEASED,
+        f"released {pods} pod(s) of {events.display} {where} after "
+        f"{entry.get('waitedSeconds', 0):g}s held ({entry.get('reason')}: {entry.get('detail')})",
+        warning=failed,
+        action="Release",
+    )
 
 
 def _fail_open_event(entry: AuditEntry, events: _JobEvents) -> Event:

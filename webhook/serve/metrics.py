@@ -28,6 +28,9 @@ DURATION_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
+#: A gang waits seconds (room already free) to hours (``hold-timeout-seconds``, 1800 by default).
+HOLD_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
+
 POLICY_KINDS = frozenset({policies.CILIUM_KIND, policies.K8S_POLICY_KIND})
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -39,6 +42,7 @@ class Metrics:
         self._children: dict[tuple[Any, ...], Counter] = {}
         self._declare_admissions(self.registry)
         self._declare_health(self.registry)
+        self._declare_hold(self.registry)
 
     def _declare_admissions(self, r: CollectorRegistry) -> None:
         """What admissions did: outcomes, time, zones, policies, owners read."""
@@ -106,6 +110,27 @@ class Metrics:
         self.cache_synced = Gauge(
             "podium_cache_synced",
             "1 once the watch cache has listed every installed resource, else 0.",
+            registry=r,
+        )
+
+    def _declare_hold(self, r: CollectorRegistry) -> None:
+        """``zone-chooser: hold``: gangs waiting behind podium's gate, and their releases."""
+        self.gangs_held = Gauge(
+            "podium_gangs_held",
+            "Gangs whose pods wait behind podium's scheduling gate (at the last releaser pass).",
+            registry=r,
+        )
+        self.hold_seconds = Histogram(
+            "podium_hold_seconds",
+            "Seconds a gang was held, observed when it is released.",
+            buckets=HOLD_BUCKETS,
+            registry=r,
+        )
+        self.releases = Counter(
+            "podium_releases",
+            "Gangs released by the releaser, by reason (best-fit, most-free, completed, "
+            "hold-timeout, too-big-spread, admin).",
+            ["reason"],
             registry=r,
         )
 

@@ -53,7 +53,7 @@ from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
-from webhook.core.view import TERMINAL_PHASES, ClusterView
+from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors, protocols
 from webhook.serve.audit import Sink
 
@@ -240,6 +240,8 @@ def _plan_gang(
         )
         return [a for obj in objects if (a := _orphan(obj, reason, detail, now, tuning, act))]
     actions = _adopted(objects, members, act)
+    if _all_held(members):  # nothing released yet: the releaser writes record and policy
+        return actions
     found = found or _gang_of(members, namespace, gang, view)
     if found is None:
         return actions  # no adapter recognises the pods any more: nothing to rebuild from
@@ -252,6 +254,13 @@ def _plan_gang(
     return actions + _plan_policies(
         view, settings, namespace, found, members, objects, record_zone, scope, act
     )
+
+
+def _all_held(members: Sequence[Obj]) -> bool:
+    """Every pod of the gang that is not finished still carries podium's gate
+    (``zone-chooser: hold``): it has no decision to rebuild and no policy to keep yet."""
+    alive = [p for p in members if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+    return bool(alive) and all(has_gate(p.get("spec") or {}) for p in alive)
 
 
 def _adopted(

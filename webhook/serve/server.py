@@ -41,7 +41,16 @@ from webhook.core import adapters, audit, labels, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
-from webhook.serve import admission, discovery, events, guard, owners, reconciler, tls
+from webhook.serve import (
+    admission,
+    discovery,
+    events,
+    guard,
+    owners,
+    reconciler,
+    releaser,
+    tls,
+)
 from webhook.serve.audit import BackgroundSink, FanOut, FileSink, Sink, StreamSink
 from webhook.serve.metrics import CONTENT_TYPE, Metrics
 
@@ -528,8 +537,9 @@ def _scheduler_support(
     return support, (support.run,)
 
 
-def _leader_loops(parts: _Parts) -> tuple[Loop, Loop]:
-    """Leader election, and the reconciler that acts only while this replica leads."""
+def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
+    """Leader election, and the reconciler (and, with ``zone-chooser: hold``, the releaser)
+    that act only while this replica leads."""
     objects = client.KubeObjects(parts.api_client)
     settings = parts.settings
     elector = leader.LeaderElector(
@@ -545,7 +555,19 @@ def _leader_loops(parts: _Parts) -> tuple[Loop, Loop]:
         is_leader=lambda: elector.is_leader,
         observe=parts.recorder.observe,
     )
-    return elector.run, keeper.run
+    if settings.zone_chooser is not ZoneChooser.HOLD:
+        return elector.run, keeper.run
+    releasing = releaser.Releaser(
+        view=parts.view,
+        ready=parts.watch_cache.is_ready,
+        api=objects,
+        settings=settings,
+        sink=parts.trail,
+        is_leader=lambda: elector.is_leader,
+        observe=parts.recorder.observe,
+        meter=parts.meter,
+    )
+    return elector.run, keeper.run, releasing.run
 
 
 def _log_start(host: str, port: int, *, https: bool, settings: Settings) -> None:

@@ -1,0 +1,37 @@
+"""``podium doctor`` on held gangs (``zone-chooser: hold``): a held job is neither "not pinned"
+nor "without policy" — it is held, with the releaser's why; a hold longer than half of
+``hold-timeout-seconds`` and a job too big for any zone are findings."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+from tests.core.test_release import HOLD, cluster, held_job, hogs
+from webhook.ops import doctor
+
+
+def test_a_held_job_is_held_with_its_why_not_broken(now: datetime) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now - timedelta(seconds=30))]
+    result = doctor.diagnose(objects, HOLD, now=now)
+    (job,) = [j for j in result.jobs if j.job == "PyTorchJob/llama"]
+    assert job.findings == () and result.ok
+    assert job.as_dict()["verdict"] == "held"
+    assert job.held == (
+        "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-c, has 24 free; "
+        "1st in line (first: zone-c is kept for it)"
+    )
+
+
+def test_a_long_hold_is_flagged(now: datetime) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now - timedelta(hours=1))]
+    settings = dataclasses.replace(HOLD, hold_timeout_seconds=7000)
+    (finding,) = doctor.diagnose(objects, settings, now=now).findings
+    assert finding.check == "long-hold" and finding.detail.startswith("held 3600s")
+    assert "podium's releaser" in finding.fix and len(finding.pods) == 4
+
+
+def test_a_job_too_big_for_any_zone_is_flagged_at_once(now: datetime) -> None:
+    result = doctor.diagnose([*cluster(), *held_job("huge", 9, now)], HOLD, now=now)
+    (finding,) = result.findings
+    assert finding.check == "too-big" and "even empty" in finding.detail

@@ -1,0 +1,247 @@
+"""The releaser (webhook/serve/releaser.py) on the in-memory API twin: the record and policy are
+written before any pod is ungated; a failure half-way is completed by the next pass; a job or
+pods deleted while held leave nothing behind; waits are audited once per why; metrics, Events."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from tests.core.test_release import cluster, held_job, hogs
+from tests.scenarios import NS
+from webhook.core import adapters, labels
+from webhook.core.objects import ObjectKey
+from webhook.core.settings import Settings, ZoneChooser
+from webhook.core.view import ClusterView
+from webhook.kube import errors, twins
+from webhook.serve import events, reconciler, releaser
+from webhook.serve.audit import MemorySink
+from webhook.serve.metrics import Metrics
+
+HOLD = Settings(zone_chooser=ZoneChooser.HOLD, own_user="podium")
+
+
+class World:
+    def __init__(self, objects: list[dict[str, Any]], now: datetime) -> None:
+        self.api = twins.InMemoryObjects()
+        for obj in objects:
+            self.api.put(obj)
+        self.sink = MemorySink()
+        self.meter = Metrics()
+        self.now = now
+        self.releaser = releaser.Releaser(
+            view=self.view,
+            ready=lambda: True,
+            api=self.api,
+            settings=HOLD,
+            sink=self.sink,
+            clock=lambda: self.now,
+            meter=self.meter,
+        )
+
+    def view(self) -> ClusterView:
+        return ClusterView.from_objects(
+            list(self.api.objects.values()), zone_label=HOLD.zone_label, kept=adapters.KEPT
+        )
+
+    async def pass_(self) -> list[Any]:
+        return await self.releaser.run_once()
+
+    def pods(self, prefix: str = "") -> list[dict[str, Any]]:
+        return [
+            o
+            for (_, kind, _, name), o in sorted(self.api.objects.items())
+            if kind == "Pod" and name.startswith(prefix)
+        ]
+
+    def gated(self, prefix: str = "") -> list[str]:
+        return [
+            p["metadata"]["name"] for p in self.pods(prefix) if p["spec"].get("schedulingGates")
+        ]
+
+    def kinds(self) -> list[str]:
+        return sorted(k for (_, k, _, _) in self.api.objects if k not in ("Pod", "Node"))
+
+
+def fail_on_patch(count: int) -> twins.Fault:
+    """Fail the ``count``-th pod patch (1-based) and every later one."""
+    seen = [0]
+
+    def fault(op: str, key: ObjectKey) -> errors.ApiError | None:
+        if op == "patch" and key[1] == "Pod":
+            seen[0] += 1
+            if seen[0] >= count:
+                return errors.ApiError("the apiserver is unavailable")
+        return None
+
+    return fault
+
+
+async def test_the_record_and_policy_exist_before_any_pod_is_ungated(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 3, now)], now)
+    (entry,) = await world.pass_()
+    creates = [i for i, c in enumerate(world.api.calls) if c[0] == "create"]
+    patches = [i for i, c in enumerate(world.api.calls) if c[:2] == ("patch", "Pod")]
+    assert [world.api.calls[i][1] for i in creates] == ["ConfigMap", "CiliumNetworkPolicy"]
+    assert len(patches) == 3 and max(creates) < min(patches)
+    assert world.gated() == []
+    zones = {p["metadata"]["labels"][labels.ZONE] for p in world.pods()}
+    assert zones == {"zone-c"} and entry["zone"] == "zone-c"
+    assert (entry["outcome"], entry["reason"], entry["result"]) == (
+        "released",
+        "best-fit",
+        "released",
+    )
+    assert len(entry["pods"]) == 3
+    assert [e["outcome"] for e in entry["effects"]] == ["created", "created"]
+    # Events: the release, the zone and the policy.
+    reasons = [e["reason"] for e in events.build(entry, instance="podium-0", now=now)]
+    assert reasons == [events.GANG_RELEASED, events.ZONE_PINNED, events.POLICY_CREATED]
+    assert world.meter.releases.labels(reason="best-fit")._value.get() == 1
+    # A second pass has nothing to do.
+    calls = len(world.api.calls)
+    assert await world.pass_() == [] and len(world.api.calls) == calls + 0
+
+
+async def test_a_failure_half_way_is_completed_by_the_next_pass(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 4, now)], now)
+    world.api.fail = fail_on_patch(2)
+    (entry,) = await world.pass_()
+    assert entry["result"].startswith("failed: ") and len(entry["pods"]) == 1
+    assert len(world.gated()) == 3
+    zone = {p["metadata"]["labels"].get(labels.ZONE) for p in world.pods()} - {None}
+    assert zone == {"zone-c"}
+    # Meanwhile zone-c filled up: the committed gang is completed all the same, into zone-c.
+    for hog in hogs("c", range(8)):
+        world.api.put(hog)
+    world.api.fail = twins.no_fault
+    (done,) = await world.pass_()
+    assert (done["reason"], done["zone"], len(done["pods"])) == ("completed", "zone-c", 3)
+    assert world.gated() == []
+    assert {p["metadata"]["labels"][labels.ZONE] for p in world.pods("llama")} == {"zone-c"}
+
+
+async def test_a_failed_record_write_ungates_nothing(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 2, now)], now)
+    world.api.fail = lambda op, key: (
+        errors.ApiError("down") if (op, key[1]) == ("create", "ConfigMap") else None
+    )
+    (entry,) = await world.pass_()
+    assert entry["result"] == "failed: down" and entry["pods"] == []
+    assert len(world.gated()) == 2 and world.kinds() == ["Namespace", "PyTorchJob"]
+
+
+async def test_a_job_deleted_while_held_is_never_released(now: datetime) -> None:
+    objects = [*cluster(), *held_job("llama", 2, now)]
+    world = World(objects, now)
+    world.api.store.objects.pop(("kubeflow.org", "PyTorchJob", NS, "llama"))
+    assert await world.pass_() == []
+    assert world.kinds() == ["Namespace"] and len(world.gated()) == 2
+
+
+async def test_pods_deleted_while_held(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 3, now)], now)
+    # One pod gone before the pass: the gang is not ready; nothing is written.
+    first = world.pods()[0]
+    key = ("", "Pod", first["metadata"]["namespace"], first["metadata"]["name"])
+    gone = world.api.store.objects.pop(key)
+    (wait,) = await world.pass_()
+    assert (wait["outcome"], wait["detail"]) == ("held", "waiting for its pods: 2 of 3 exist")
+    assert world.kinds() == ["Namespace", "PyTorchJob"]
+    # Back (its controller recreated it), then deleted between the plan and the patch: the
+    # others are released, the missing one skipped without an error.
+    world.api.put(gone)
+    view = world.view()
+    world.api.store.objects.pop(key)
+    world.releaser.view = lambda: view
+    (entry,) = await world.pass_()
+    assert entry["result"] == "released" and len(entry["pods"]) == 2
+    assert world.gated() == []
+
+
+async def test_a_pod_recreated_with_the_same_name_is_not_patched(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 1, now)], now)
+    view = world.view()
+    (pod,) = world.pods()
+    world.api.store.objects[("", "Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])] = {
+        **pod,
+        "metadata": {**pod["metadata"], "uid": "another"},
+    }
+    world.releaser.view = lambda: view
+    (entry,) = await world.pass_()
+    assert entry["pods"] == [] and world.gated() == [pod["metadata"]["name"]]
+
+
+async def test_waits_are_audited_once_per_why_and_counted(now: datetime) -> None:
+    world = World(
+        [*cluster(c=0), *held_job("older", 2, now), *held_job("newer", 2, now + timedelta(1))],
+        now,
+    )
+    first = await world.pass_()
+    assert [(e["outcome"], e["job"]["name"]) for e in first] == [
+        ("released", "older"),
+        ("held", "newer"),
+    ]
+    assert "1st in line" in first[1]["detail"]
+    (held_event,) = events.build(first[1], instance="podium-0", now=now)
+    assert held_event["reason"] == events.GANG_HELD and "1st in line" in held_event["note"]
+    assert world.meter.gangs_held._value.get() == 1
+    assert await world.pass_() == []  # the same why: not audited again
+
+
+async def test_nothing_happens_unless_leading(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 1, now)], now)
+    world.releaser.is_leader = lambda: False
+    assert await world.pass_() == [] and world.api.calls == []
+
+
+def test_the_reconciler_leaves_a_held_gang_to_the_releaser(now: datetime) -> None:
+    objects = [*cluster(), *held_job("llama", 2, now)]
+    view = ClusterView.from_objects(objects, zone_label=HOLD.zone_label, kept=adapters.KEPT)
+    owned = reconciler.Owned(decisions=[], policies=[])
+    actions = reconciler.plan(view, HOLD, owned=owned, now=now, tuning=reconciler.Tuning())
+    assert actions == []
+
+
+async def test_an_admins_release_is_audited_as_theirs(now: datetime) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now)]
+    objects[len(objects) - 5]["metadata"]["annotations"] = {
+        labels.RELEASE: "zone",
+        labels.RELEASED_BY: "alice",
+    }
+    world = World(objects, now)
+    (entry,) = await world.pass_()
+    assert (entry["outcome"], entry["reason"], entry["user"], entry["zone"]) == (
+        "released",
+        "admin",
+        "alice",
+        "zone-c",
+    )
+    assert world.gated() == []
+
+
+async def test_a_gang_decided_again_gets_its_record_and_policy_for_the_new_zone(
+    now: datetime,
+) -> None:
+    world = World([*cluster(), *held_job("llama", 2, now)], now)
+    # The leader wrote the record and policy for zone-b, then died before any pod was ungated.
+    world.api.fail = lambda op, key: (
+        errors.ApiError("down") if op == "get" and key[1] == "Pod" else None
+    )
+    (first,) = await world.pass_()
+    assert first["zone"] == "zone-b" and first["pods"] == [] and len(world.gated()) == 2
+    # zone-b fills up meanwhile: the gang is decided again, into zone-c, record and policy both.
+    for hog in hogs("b", range(2)):
+        world.api.put(hog)
+    world.api.fail = twins.no_fault
+    (again,) = await world.pass_()
+    assert again["zone"] == "zone-c" and len(again["pods"]) == 2
+    assert [e["outcome"] for e in again["effects"]] == ["replaced", "replaced"]
+    (policy,) = [o for (_, k, _, _), o in world.api.objects.items() if k == "CiliumNetworkPolicy"]
+    assert policy["spec"]["endpointSelector"]["matchLabels"][labels.ZONE] == "zone-c"
+    (record,) = [
+        o
+        for (_, k, _, _), o in world.api.objects.items()
+        if k == "ConfigMap" and o["metadata"].get("labels", {}).get(labels.COMPONENT) == "decision"
+    ]
+    assert record["data"]["zone"] == "zone-c"

@@ -1,0 +1,506 @@
+"""Which held gangs to release now, into which zone, and why the others wait. Pure.
+
+``zone-chooser: hold`` admits a new gang's pods behind podium's scheduling gate
+(``labels.HOLD_GATE``, ``engine._held``). ``plan(view, settings, now=...)`` reads the view and
+answers, per held gang, either ``Release`` (the zone, the record and policy to write first, the
+pods to ungate) or ``Wait`` (why, and its place in line). ``webhook.serve.releaser`` carries a
+plan out. The rules, in the order they apply:
+
+* **Completion.** A gang with a record naming a zone and some pod already released is committed
+  to that zone: every pod still gated is released into it at once, without a fit check (a leader
+  that died half-way through a release leaves exactly this, and the next pass finishes it).
+* **Ready.** A gang is decided only when the pods it needs exist (held + released, not finished,
+  at least the gang's size from its job). For a gang whose size the job cannot state exactly
+  (elastic, staged starts, a guessed size: ``podgroups.unfit``), the pods present are taken once
+  their count has not changed since the previous pass (``stable``).
+* **Fit, node by node.** On the nodes of a zone the gang's pods may use (``candidate_zones`` of
+  one held pod's constraint), minus bound pods (the view), first the pods already heading there
+  (released, not yet bound: they reserve room until they bind, finish or go) and the gangs this
+  pass released there are packed, then the gang (first-fit decreasing on the primary resource,
+  ``zones.pack_into``). Among zones where the whole gang fits, ``placement`` chooses.
+* **Order.** Held gangs are walked oldest first (the creationTimestamp of their oldest held pod;
+  ties by gang key). The first ready gang that fits nowhere becomes the **head**: it reserves the
+  zone where it comes closest (the most free primary resource among zones whose whole allocatable
+  could hold it), and later gangs may backfill only into other zones. Small gangs thus use room a
+  big one cannot use yet, never the zone it waits for; one head per pass.
+* **Too big.** A gang no zone could hold even empty waits, said at once, until an admin acts
+  (``too-big: hold``), or is released unpinned with a job-wide policy (``too-big: spread``).
+* **Timeout.** A gang held longer than ``hold-timeout-seconds`` that still fits nowhere is
+  released as ``no-fit`` says: pinned to the roomiest zone (so an autoscaler, which never scales
+  up for gated pods, scales that zone) or unpinned.
+* **Re-decision.** A gang with a record but no pod released is decided like a new one; its record
+  is replaced with the new zone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from webhook.core import adapters, engine, labels, mutation, podgroups, policies, records, zones
+from webhook.core.adapters.base import Gang, PodGroup
+from webhook.core.objects import Obj, parse_time
+from webhook.core.policies import Manifest
+from webhook.core.records import Record
+from webhook.core.settings import NoFit, Placement, Settings, TooBig
+from webhook.core.view import TERMINAL_PHASES, ClusterView, PodSummary, ZoneNodes
+
+#: Reasons a gang is released (``podium_releases_total{reason}``), beside ``placement``'s own.
+COMPLETED = "completed"
+TIMEOUT = "hold-timeout"
+TOO_BIG_SPREAD = "too-big-spread"
+ADMIN = "admin"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HeldGang:
+    """A gang with at least one pod behind podium's gate."""
+
+    namespace: str
+    gang: Gang
+    held: tuple[PodSummary, ...]
+    released: tuple[PodSummary, ...]
+    record: Record | None
+    #: The oldest held pod's creationTimestamp (its place in line, and how long it has waited).
+    since: datetime | None
+
+    @property
+    def key(self) -> str:
+        return self.gang.key
+
+    @property
+    def record_name(self) -> str:
+        owner = self.gang.owner
+        return labels.object_name(owner.kind, owner.name, self.gang.key)
+
+    def waited(self, now: datetime) -> float:
+        return max(0.0, (now - self.since).total_seconds()) if self.since else 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Release:
+    held: HeldGang
+    zone: str | None
+    reason: str
+    detail: str
+    #: The record to write before any pod is ungated (None: it exists, completion); ``replace``:
+    #: it exists with another decision (a re-decision) and is overwritten.
+    record: Manifest | None
+    replace: bool
+    policies: tuple[Manifest, ...]
+    policy_name: str | None
+    pods: tuple[PodRef, ...]
+    waited_seconds: float
+    #: Who asked for an admin release (``podium release``); empty for the releaser's own.
+    by: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Wait:
+    held: HeldGang
+    why: str
+    #: Place in line among the ready gangs that wait (1 = the head); 0 when not ready yet.
+    position: int
+    too_big: bool = False
+    best_zone: str | None = None
+    best_free: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    releases: tuple[Release, ...]
+    waits: tuple[Wait, ...]
+    #: Held pods per gang key this pass, for the next pass's ``stable``.
+    counts: Mapping[str, int]
+
+
+def held_gangs(view: ClusterView, settings: Settings) -> list[HeldGang]:
+    """Every gang with a pod behind podium's gate in a namespace that opted in, oldest first."""
+    out = []
+    for namespace, key in sorted(set(view.gangs())):
+        if settings.skips_namespace(namespace):
+            continue
+        members = [
+            p
+            for p in view.pod_summaries(namespace, {labels.JOB: key})
+            if p.phase not in TERMINAL_PHASES
+        ]
+        held = tuple(p for p in members if p.gated)
+        if not held:
+            continue
+        gang = adapters.recognise(held[0].as_object(), namespace, view)
+        if gang is None or gang.key != key or view.by_uid(gang.owner.uid) is None:
+            continue  # not a gang any more, or its job is gone (its pods go with it)
+        obj = view.get(
+            policies.RECORD_API_VERSION,
+            policies.RECORD_KIND,
+            namespace,
+            labels.object_name(gang.owner.kind, gang.owner.name, key),
+        )
+        times = [t for p in held if (t := parse_time(p.created)) is not None]
+        out.append(
+            HeldGang(
+                namespace=namespace,
+                gang=gang,
+                held=held,
+                released=tuple(p for p in members if not p.gated),
+                record=records.read_record(obj, key),
+                since=min(times) if times else None,
+            )
+        )
+    far = datetime.max.replace(tzinfo=UTC)
+    return sorted(out, key=lambda h: (h.since or far, h.key))
+
+
+def plan(
+    view: ClusterView,
+    settings: Settings,
+    *,
+    now: datetime,
+    stable: Mapping[str, int] | None = None,
+    only: Collection[str] | None = None,
+) -> Plan:
+    """What to release now and why the rest waits (the module's rules). ``stable``: the held
+    pod counts of the previous pass; ``only``: decide for these gang keys alone (``podium
+    release``)."""
+    gangs = [h for h in held_gangs(view, settings) if only is None or h.key in only]
+    heading = _heading(view)
+    releases: list[Release] = []
+    waits: list[Wait] = []
+    head: str | None = None
+    for held in gangs:
+        if held.record is not None and held.record.zone and held.released:
+            releases.append(_complete(held, view, settings, now))
+            continue
+        if (asked := held.gang.job_annotations.get(labels.RELEASE)) is not None:
+            admin = _admin(held, view, settings, now, heading, unpinned=asked == "unpinned")
+            releases.append(admin)
+            if admin.zone is not None:
+                heading.setdefault(admin.zone, []).extend(held.gang.demand)
+            continue
+        if not _ready(held, view, stable or {}):
+            waits.append(_not_ready(held))
+            continue
+        fit = _Fit.of(held, view, settings, heading, exclude=held.key)
+        fitting = {z: c for z, c in fit.zones.items() if c.fits and z != head}
+        if fitting:
+            zone, reason = _place(fitting, fit, settings)
+            release = _release(held, view, settings, now, zone=zone, reason=reason, fit=fit)
+            releases.append(release)
+            heading.setdefault(zone, []).extend(held.gang.demand)
+            continue
+        waiting = sum(1 for w in waits if w.position) + 1
+        if not fit.could_hold:
+            if settings.too_big is TooBig.SPREAD:
+                releases.append(_spread(held, view, settings, now, fit))
+            else:
+                waits.append(_too_big(held, fit))
+            continue
+        if _timed_out(held, settings, now):
+            releases.append(_timeout(held, view, settings, now, fit))
+            continue
+        if head is None:
+            head = fit.closest
+        waits.append(_waiting(held, fit, waiting, head_zone=head))
+    counts = {h.key: len(h.held) for h in gangs}
+    return Plan(tuple(releases), tuple(waits), counts)
+
+
+# -- readiness -------------------------------------------------------------------------------
+
+
+def size_of(gang: Gang) -> int:
+    return sum(g.count for g in gang.demand)
+
+
+def _ready(held: HeldGang, view: ClusterView, stable: Mapping[str, int]) -> bool:
+    present = len(held.held) + len(held.released)
+    if present >= size_of(held.gang):
+        return True
+    gang = held.gang
+    job = view.get(gang.owner.api_version, gang.owner.kind, held.namespace, gang.owner.name)
+    exact = podgroups.unfit(gang, held.held[0].as_object(), job) is None
+    return not exact and stable.get(held.key) == len(held.held)
+
+
+def _not_ready(held: HeldGang) -> Wait:
+    present = len(held.held) + len(held.released)
+    return Wait(
+        held=held,
+        why=f"waiting for its pods: {present} of {size_of(held.gang)} exist",
+        position=0,
+    )
+
+
+# -- fit -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ZoneFit:
+    fits: bool
+    #: Free primary resource left for the gang once the pods heading there are counted.
+    free: int
+    #: The zone's whole allocatable could hold the gang (were it empty).
+    could_hold: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fit:
+    primary: str
+    need: int
+    zones: Mapping[str, _ZoneFit]
+
+    @property
+    def could_hold(self) -> bool:
+        return any(z.could_hold for z in self.zones.values())
+
+    @property
+    def closest(self) -> str | None:
+        """The zone the gang comes closest to fitting in: the most free among those that could
+        hold it."""
+        able = [(-z.free, name) for name, z in self.zones.items() if z.could_hold]
+        return min(able)[1] if able else None
+
+    @property
+    def roomiest(self) -> tuple[str | None, int]:
+        if not self.zones:
+            return None, 0
+        free, name = min((-z.free, name) for name, z in self.zones.items())
+        return name, -free
+
+    @classmethod
+    def of(
+        cls,
+        held: HeldGang,
+        view: ClusterView,
+        settings: Settings,
+        heading: Mapping[str, Sequence[PodGroup]],
+        *,
+        exclude: str,
+    ) -> _Fit:
+        gang = held.gang
+        primary = zones.primary_of(gang.total, settings)
+        constraint = _constraint(held)
+        out = {}
+        for zone, nodes in sorted(view.candidate_zones(constraint).items()):
+            out[zone] = _zone_fit(view, nodes, gang.demand, heading.get(zone, ()), primary)
+        return cls(primary, gang.total.get(primary, 0), out)
+
+
+def _constraint(held: HeldGang) -> Obj:
+    """Where the gang's pods may go: the constraint of its held pod that asks most of the
+    primary resource (the workers, not a CPU-only launcher)."""
+    widest = max(held.held, key=lambda p: sum(p.requests.values()))
+    return widest.constraint or {}
+
+
+def _zone_fit(
+    view: ClusterView,
+    nodes: ZoneNodes,
+    demand: Sequence[PodGroup],
+    heading: Sequence[PodGroup],
+    primary: str,
+) -> _ZoneFit:
+    free = [dict(view.free_on(n)) for n in nodes.nodes.values()]
+    zones.pack_into(heading, free, primary)
+    left = sum(max(0, f.get(primary, 0)) for f in free)
+    fits = zones.pack_into(demand, [dict(f) for f in free], primary)
+    empty = [dict(n.allocatable) for n in nodes.nodes.values()]
+    return _ZoneFit(fits, left, zones.pack_into(demand, empty, primary))
+
+
+def _heading(view: ClusterView) -> dict[str, list[PodGroup]]:
+    """Per zone, the pods released into it (podium's zone label, no gate) that are not bound
+    yet: they will take room there, so the releaser counts it as taken."""
+    out: dict[str, list[PodGroup]] = {}
+    for namespace, key in set(view.gangs()):
+        for pod in view.pod_summaries(namespace, {labels.JOB: key}):
+            zone = pod.labels.get(labels.ZONE)
+            if zone and pod.pending and not pod.gated:
+                out.setdefault(zone, []).append(PodGroup(1, pod.requests))
+    return out
+
+
+def _place(fitting: Mapping[str, _ZoneFit], fit: _Fit, settings: Settings) -> tuple[str, str]:
+    if settings.placement is Placement.BEST_FIT:
+        return min(fitting, key=lambda z: (fitting[z].free - fit.need, z)), "best-fit"
+    return min(fitting, key=lambda z: (-fitting[z].free, z)), "most-free"
+
+
+# -- outcomes --------------------------------------------------------------------------------
+
+
+def _complete(held: HeldGang, view: ClusterView, settings: Settings, now: datetime) -> Release:
+    assert held.record is not None and held.record.zone
+    zone = held.record.zone
+    name, policy = engine.gang_policy(held.gang, held.namespace, view, settings, zone=zone)
+    return Release(
+        held=held,
+        zone=zone,
+        reason=COMPLETED,
+        detail=(
+            f"{len(held.released)} pod(s) of {held.gang.display} were released into {zone} "
+            f"already: the {len(held.held)} still held follow"
+        ),
+        record=None,
+        replace=False,
+        policies=tuple(policy),
+        policy_name=name,
+        pods=_refs(held.held),
+        waited_seconds=held.waited(now),
+    )
+
+
+def _release(
+    held: HeldGang,
+    view: ClusterView,
+    settings: Settings,
+    now: datetime,
+    *,
+    zone: str | None,
+    reason: str,
+    fit: _Fit,
+    detail: str = "",
+) -> Release:
+    gang = held.gang
+    if zone is not None:
+        again = held.record is not None  # decided before: its policy may name the old zone
+        name, policy = engine.gang_policy(
+            gang, held.namespace, view, settings, zone=zone, fresh=again
+        )
+    else:
+        name, policy = engine.job_wide_policy(gang, held.namespace, view, settings)
+    detail = detail or (
+        f"{zone} has room for all of {gang.display} ({_needs(gang, fit.primary)}), "
+        f"after {held.waited(now):.0f}s held"
+    )
+    record = policies.build_record(
+        gang=gang,
+        namespace=held.namespace,
+        zone=zone,
+        reason=reason,
+        detail=detail,
+        decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+    )
+    return Release(
+        held=held,
+        zone=zone,
+        reason=reason,
+        detail=detail,
+        record=record,
+        replace=held.record is not None,
+        policies=tuple(policy),
+        policy_name=name,
+        pods=_refs(held.held),
+        waited_seconds=held.waited(now),
+    )
+
+
+def _admin(
+    held: HeldGang,
+    view: ClusterView,
+    settings: Settings,
+    now: datetime,
+    heading: Mapping[str, Sequence[PodGroup]],
+    *,
+    unpinned: bool,
+) -> Release:
+    """An admin asked (``podium release``): the pods present go now, into the best zone that
+    fits, else the roomiest, or into none; out of turn and whatever the head keeps."""
+    fit = _Fit.of(held, view, settings, heading, exclude=held.key)
+    fitting = {z: c for z, c in fit.zones.items() if c.fits}
+    zone = None if unpinned else _place(fitting, fit, settings)[0] if fitting else fit.roomiest[0]
+    by = held.gang.job_annotations.get(labels.RELEASED_BY) or "an admin"
+    where = f"into {zone}" + ("" if zone in fitting else ", which has no room for all of it")
+    detail = f"released by {by} {where if zone else 'unpinned'} after {held.waited(now):.0f}s held"
+    released = _release(held, view, settings, now, zone=zone, reason=ADMIN, fit=fit, detail=detail)
+    return dataclasses.replace(released, by=by)
+
+
+def _spread(
+    held: HeldGang, view: ClusterView, settings: Settings, now: datetime, fit: _Fit
+) -> Release:
+    detail = (
+        f"no zone could hold all of {held.gang.display} ({_needs(held.gang, fit.primary)}) even "
+        "empty; released across zones with one job-wide policy (too-big: spread)"
+    )
+    return _release(
+        held, view, settings, now, zone=None, reason=TOO_BIG_SPREAD, fit=fit, detail=detail
+    )
+
+
+def _timeout(
+    held: HeldGang, view: ClusterView, settings: Settings, now: datetime, fit: _Fit
+) -> Release:
+    roomiest, free = fit.roomiest
+    zone = roomiest if settings.no_fit is NoFit.PIN_MOST_FREE else None
+    where = f"pinned to {zone}, which has the most free ({free})" if zone else "left unpinned"
+    detail = (
+        f"held {held.waited(now):.0f}s (hold-timeout-seconds "
+        f"{settings.hold_timeout_seconds:g}) and still no zone has room for "
+        f"{_needs(held.gang, fit.primary)}; {where}, so some pods may stay Pending"
+    )
+    return _release(held, view, settings, now, zone=zone, reason=TIMEOUT, fit=fit, detail=detail)
+
+
+def _timed_out(held: HeldGang, settings: Settings, now: datetime) -> bool:
+    return bool(settings.hold_timeout_seconds) and held.waited(now) >= settings.hold_timeout_seconds
+
+
+def _too_big(held: HeldGang, fit: _Fit) -> Wait:
+    zone, free = fit.roomiest
+    why = (
+        f"needs {_needs(held.gang, fit.primary)} in one zone, more than any zone holds even "
+        "empty; held until an admin acts (podium release, or too-big: spread)"
+    )
+    return Wait(held=held, why=why, position=0, too_big=True, best_zone=zone, best_free=free)
+
+
+def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None) -> Wait:
+    zone, free = fit.roomiest
+    roomiest = f"the roomiest zone, {zone}, has {free} free" if zone else "no zone admits its pods"
+    needs = _needs(held.gang, fit.primary)
+    why = f"needs {needs} in one zone; {roomiest}; {_ordinal(position)} in line"
+    if position == 1 and head_zone:
+        why += f" (first: {head_zone} is kept for it)"
+    return Wait(held=held, why=why, position=position, best_zone=zone, best_free=free)
+
+
+def _needs(gang: Gang, primary: str) -> str:
+    sizes = {g.requests.get(primary, 0) for g in gang.demand if g.count}
+    pods = size_of(gang)
+    if len(sizes) == 1:
+        return f"{pods} × {sizes.pop()} {primary}"
+    return f"{gang.total.get(primary, 0)} {primary} for {pods} pods"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _refs(pods: Iterable[PodSummary]) -> tuple[PodRef, ...]:
+    return tuple(PodRef(p.namespace, p.name, p.uid) for p in pods)
+
+
+def release_patch(pod: Obj, release: Release, settings: Settings) -> list[dict[str, object]]:
+    """The one JSON Patch that releases ``pod`` (as just read from the apiserver): pinned to the
+    release's zone with podium's labels and annotations, gate removed behind a ``test``."""
+    annotations = {labels.ZONE: release.zone or "", labels.REASON: release.reason}
+    if release.policy_name is not None:
+        annotations[labels.POLICY] = release.policy_name
+    return mutation.release(
+        pod,
+        zone=release.zone,
+        gang_key=release.held.key,
+        zone_label=settings.zone_label,
+        annotations=annotations,
+    ).patch

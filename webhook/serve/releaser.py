@@ -1,0 +1,276 @@
+"""The releaser (``zone-chooser: hold``): carries ``release.plan`` out while this replica leads.
+
+Every ``release-interval-seconds`` the leader plans from the view (``webhook.core.release``, pure)
+and, for each gang to release:
+
+1. creates the gang's decision record (or replaces it, on a re-decision) and then its policy —
+   **before** any pod is ungated, so a released pod is never without its allow policy, and a
+   leader that dies after this step leaves a record the next pass follows;
+2. reads each held pod and ungates it with one JSON Patch (``release.release_patch``: zone
+   requirement in every term, ``podium.dev/zone`` label, annotations, gate removed behind a
+   ``test`` of the gate's index and of the pod's UID). A pod gone, recreated or already released
+   is skipped; a failed patch stops the gang for this pass: the next pass sees a record and a
+   released pod and completes the gang into that zone (``release.COMPLETED``), so no gang stays
+   half released.
+
+Each release is audited (``outcome: released``: zone, reason, pods, seconds held) and reported on
+the job (``GangReleased``, with ``ZonePinned``/``PolicyCreated`` for the objects written); each
+waiting gang is audited and reported (``GangHeld``) when its why changes. Metrics:
+``podium_gangs_held``, ``podium_hold_seconds``, ``podium_releases_total{reason}``.
+
+When podium is down, held pods simply wait: nothing else removes podium's gate. The next leader's
+first pass finds them in the view and releases them once a zone has room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from webhook.core import audit, labels, release
+from webhook.core.audit import EffectEntry
+from webhook.core.policies import Manifest
+from webhook.core.settings import Settings
+from webhook.core.view import ClusterView, has_gate
+from webhook.kube import errors, protocols
+from webhook.serve.audit import Sink
+from webhook.serve.metrics import Metrics
+
+log = logging.getLogger("podium.releaser")
+
+
+class Releaser:
+    """Runs ``release.plan`` and carries it out while this replica leads and the cache synced."""
+
+    def __init__(
+        self,
+        *,
+        view: Callable[[], ClusterView],
+        ready: Callable[[], bool],
+        api: protocols.Objects,
+        settings: Settings,
+        sink: Sink,
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        observe: Callable[[audit.AuditEntry], None] | None = None,
+        meter: Metrics | None = None,
+        user: str = "",
+    ) -> None:
+        """``observe`` sees every audit entry as it is written (the Event recorder); ``user``
+        names who released (``podium release``: the admin)."""
+        self.view = view
+        self.ready = ready
+        self.api = api
+        self.settings = settings
+        self.sink = sink
+        self.is_leader = is_leader
+        self.clock = clock
+        self.observe = observe
+        self.meter = meter
+        self.user = user or settings.own_user
+        #: Held pods per gang at the previous pass (``release.plan``'s ``stable``).
+        self._counts: dict[str, int] = {}
+        #: The why last reported per waiting gang: a gang is reported again when it changes.
+        self._whys: dict[str, str] = {}
+
+    async def run_once(self) -> list[audit.AuditEntry]:
+        """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
+        if not (self.is_leader() and self.ready()):
+            return []
+        now = self.clock()
+        planned = release.plan(self.view(), self.settings, now=now, stable=self._counts)
+        self._counts = dict(planned.counts)
+        entries = [await self.execute(r, now=now) for r in planned.releases]
+        for wait in planned.waits:
+            if self._whys.get(wait.held.key) != wait.why:
+                self._whys[wait.held.key] = wait.why
+                entries.append(self._write(_held_entry(wait, now)))
+        waiting = {w.held.key for w in planned.waits}
+        self._whys = {k: v for k, v in self._whys.items() if k in waiting}
+        if self.meter is not None:
+            self.meter.gangs_held.set(len(planned.waits))
+        return entries
+
+    async def execute(self, planned: release.Release, *, now: datetime) -> audit.AuditEntry:
+        """Write the record and policy, then ungate the pods; the audit entry of how it went."""
+        started = time.perf_counter()
+        effects: list[EffectEntry] = []
+        released: list[str] = []
+        error = None
+        try:
+            if planned.record is not None:
+                await self._record(planned, effects)
+            for policy in planned.policies:
+                await self._create(policy, effects, replace=planned.replace)
+            for ref in planned.pods:
+                if await self._ungate(ref, planned):
+                    released.append(ref.name)
+        except errors.ApiError as err:
+            error = str(err)
+            log.warning("releasing %s stopped: %s", planned.held.gang.display, err)
+        entry = _released_entry(
+            planned, now=now, effects=effects, released=released, error=error, started=started
+        )
+        entry["user"] = planned.by or self.user
+        if self.meter is not None and error is None:
+            self.meter.releases.labels(reason=planned.reason).inc()
+            self.meter.hold_seconds.observe(planned.waited_seconds)
+        return self._write(entry)
+
+    async def _record(self, planned: release.Release, effects: list[EffectEntry]) -> None:
+        """Create the record; on a re-decision replace the one there. A record someone else
+        wrote with another zone meanwhile stops the gang for this pass."""
+        record = planned.record
+        assert record is not None
+        meta = record["metadata"]
+        try:
+            await self.api.create(record)
+            effects.append(_effect(record, "created"))
+            return
+        except errors.AlreadyExists:
+            pass
+        existing = await self.api.get(
+            record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
+        )
+        if (existing.get("data") or {}).get("zone") == (record.get("data") or {}).get("zone"):
+            effects.append(_effect(record, "exists"))
+            return
+        if not planned.replace:
+            raise errors.Conflict(f"record {meta['name']} names another zone than this pass chose")
+        version = (existing.get("metadata") or {}).get("resourceVersion")
+        await self.api.replace({**record, "metadata": {**meta, "resourceVersion": version}})
+        effects.append(_effect(record, "replaced"))
+
+    async def _create(
+        self, manifest: Manifest, effects: list[EffectEntry], *, replace: bool = False
+    ) -> None:
+        """Create the policy; one there already is fine, or, on a re-decision (``replace``),
+        overwritten: it may be scoped to the zone decided before."""
+        try:
+            await self.api.create(manifest)
+            effects.append(_effect(manifest, "created"))
+        except errors.AlreadyExists:
+            if not replace:
+                effects.append(_effect(manifest, "exists"))
+                return
+            meta = manifest["metadata"]
+            existing = await self.api.get(
+                manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"]
+            )
+            version = (existing.get("metadata") or {}).get("resourceVersion")
+            await self.api.replace({**manifest, "metadata": {**meta, "resourceVersion": version}})
+            effects.append(_effect(manifest, "replaced"))
+        except errors.NotFound:
+            effects.append(_effect(manifest, "skipped-crd-missing"))
+
+    async def _ungate(self, ref: release.PodRef, planned: release.Release) -> bool:
+        """Release one pod; False when there is nothing to release (gone, recreated with
+        another UID, or no longer carrying podium's gate)."""
+        try:
+            pod = await self.api.get("v1", "Pod", ref.namespace, ref.name)
+        except errors.NotFound:
+            return False
+        if (pod.get("metadata") or {}).get("uid") != ref.uid or not has_gate(pod.get("spec") or {}):
+            return False
+        patch = release.release_patch(pod, planned, self.settings)
+        await self.api.json_patch("v1", "Pod", ref.namespace, ref.name, patch)
+        return True
+
+    def _write(self, entry: audit.AuditEntry) -> audit.AuditEntry:
+        self.sink.write(entry)
+        if self.observe is not None:
+            self.observe(entry)
+        return entry
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """A pass every ``release-interval-seconds`` until ``stop``; a failed pass is logged."""
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except Exception:  # a broken pass must not end releasing, nor the server
+                log.exception("release pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.release_interval_seconds)
+
+
+def _effect(manifest: Manifest, outcome: str) -> EffectEntry:
+    meta = manifest["metadata"]
+    return {
+        "kind": manifest["kind"],
+        "name": meta["name"],
+        "namespace": meta.get("namespace", ""),
+        "outcome": outcome,
+    }
+
+
+def _job_ref(held: release.HeldGang) -> audit.JobRef:
+    gang = held.gang
+    return {
+        "framework": gang.framework,
+        "apiVersion": gang.owner.api_version,
+        "kind": gang.owner.kind,
+        "name": gang.owner.name,
+        "uid": gang.owner.uid,
+        "gang": gang.key,
+        "demand": dict(gang.total),
+        "demandSource": gang.demand_source,
+    }
+
+
+def _released_entry(
+    planned: release.Release,
+    *,
+    now: datetime,
+    effects: list[EffectEntry],
+    released: list[str],
+    error: str | None,
+    started: float,
+) -> audit.AuditEntry:
+    held = planned.held
+    detail = planned.detail
+    if error is None:
+        detail += f"; released {len(released)} pod(s)"
+    else:
+        detail += f"; stopped after {len(released)} pod(s), the next pass completes it"
+    entry = audit.build(
+        request=None,
+        decision=None,
+        time=now,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        outcome="released",
+        reason=planned.reason,
+        detail=detail,
+        effects=effects,
+        error=error,
+    )
+    entry["namespace"] = held.namespace
+    entry["zone"] = planned.zone
+    entry["job"] = _job_ref(held)
+    entry["action"] = "release"
+    entry["result"] = "released" if error is None else f"failed: {error}"
+    entry["pods"] = released
+    entry["waitedSeconds"] = round(planned.waited_seconds, 1)
+    return entry
+
+
+def _held_entry(wait: release.Wait, now: datetime) -> audit.AuditEntry:
+    entry = audit.build(
+        request=None,
+        decision=None,
+        time=now,
+        latency_ms=0.0,
+        outcome="held",
+        reason="too-big" if wait.too_big else labels.HELD,
+        detail=wait.why,
+    )
+    entry["namespace"] = wait.held.namespace
+    entry["job"] = _job_ref(wait.held)
+    entry["action"] = "wait"
+    entry["result"] = f"position {wait.position}" if wait.position else "not ready"
+    entry["pods"] = [p.name for p in wait.held.held]
+    entry["waitedSeconds"] = round(wait.held.waited(now), 1)
+    return entry
