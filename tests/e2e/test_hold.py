@@ -19,8 +19,9 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from .cluster import LocalCluster
-from .podium import Podium, opted_in_namespace
+from testbed.controlplane import LocalCluster
+from testbed.podium import Podium, opted_in_namespace
+
 from .test_podium import (
     ZONE,
     container,
