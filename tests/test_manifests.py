@@ -318,7 +318,7 @@ def grants(kind: str) -> dict[tuple[str, str], set[str]]:
 
 
 READ = {"get", "list", "watch"}
-WRITE = READ | {"create", "patch", "delete"}
+WRITE = READ | {"create", "update", "patch", "delete"}  # update: hold re-decides a gang
 
 
 def test_cluster_roles_grant_exactly_what_podium_needs() -> None:
