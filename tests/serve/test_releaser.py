@@ -4,6 +4,7 @@ pods deleted while held leave nothing behind; waits are audited once per why; me
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -245,3 +246,27 @@ async def test_a_gang_decided_again_gets_its_record_and_policy_for_the_new_zone(
         if k == "ConfigMap" and o["metadata"].get("labels", {}).get(labels.COMPONENT) == "decision"
     ]
     assert record["data"]["zone"] == "zone-c"
+
+
+async def test_a_view_that_lags_behind_a_release_never_moves_the_gang(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 2, now)], now)
+    before = copy.deepcopy(list(world.api.objects.values()))
+    (first,) = await world.pass_()
+    assert first["zone"] == "zone-b" and world.gated() == []
+    # The watch has delivered the record but not yet the pods' release, and zone-b looks full:
+    # the plan decides the gang again, into zone-c. The apiserver knows better.
+    records = [o for o in world.api.objects.values() if o["kind"] == "ConfigMap"]
+    lagging = [*before, *records, *hogs("b", range(2))]
+    world.releaser.view = lambda: ClusterView.from_objects(
+        lagging, zone_label=HOLD.zone_label, kept=adapters.KEPT
+    )
+    (second,) = await world.pass_()
+    assert second["zone"] == "zone-c" and second["result"].startswith("failed: ")
+    assert "is released already" in second["result"]
+    (record,) = records
+    assert world.api.objects[("", "ConfigMap", NS, record["metadata"]["name"])]["data"]["zone"] == (
+        "zone-b"
+    )
+    (policy,) = [o for (_, k, _, _), o in world.api.objects.items() if k == "CiliumNetworkPolicy"]
+    assert policy["spec"]["endpointSelector"]["matchLabels"][labels.ZONE] == "zone-b"
+    assert {p["metadata"]["labels"][labels.ZONE] for p in world.pods("llama")} == {"zone-b"}

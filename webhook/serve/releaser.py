@@ -35,7 +35,7 @@ from webhook.core import audit, labels, release
 from webhook.core.audit import EffectEntry
 from webhook.core.policies import Manifest
 from webhook.core.settings import Settings
-from webhook.core.view import ClusterView, has_gate
+from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors, protocols
 from webhook.serve.audit import Sink
 from webhook.serve.metrics import Metrics
@@ -141,9 +141,29 @@ class Releaser:
             return
         if not planned.replace:
             raise errors.Conflict(f"record {meta['name']} names another zone than this pass chose")
+        await self._refuse_if_released(planned)
         version = (existing.get("metadata") or {}).get("resourceVersion")
         await self.api.replace({**record, "metadata": {**meta, "resourceVersion": version}})
         effects.append(_effect(record, "replaced"))
+
+    async def _refuse_if_released(self, planned: release.Release) -> None:
+        """A re-decision is planned from the view, and the watch may deliver a record before the
+        pods an earlier pass ungated. Ask the apiserver: a gang with a pod already out is
+        committed to its recorded zone (the next pass completes it), never moved."""
+        held = planned.held
+        pods = await self.api.list(
+            "v1", "Pod", namespace=held.namespace, label_selector=f"{labels.JOB}={held.key}"
+        )
+        out = sorted(
+            str((p.get("metadata") or {}).get("name"))
+            for p in pods
+            if not has_gate(p.get("spec") or {})
+            and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
+        )
+        if out:
+            raise errors.Conflict(
+                f"{held.gang.display} is not decided again: {out[0]} is released already"
+            )
 
     async def _create(
         self, manifest: Manifest, effects: list[EffectEntry], *, replace: bool = False
