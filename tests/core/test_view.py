@@ -724,3 +724,28 @@ def test_a_scaled_job_changes_the_demand_of_its_next_pod() -> None:
     snap.apply("MODIFIED", scaled)
     again = adapters.recognise(pod, NS, snap)
     assert again is not None and again.total[GPU] == 64
+
+
+def test_held_gangs_follow_their_gated_pods_through_every_event() -> None:
+    """The releaser's work list: a gang is held while one of its pods waits behind podium's
+    gate and has not finished; released, finished or deleted pods take it off at once."""
+
+    def pod(name: str, gang: str, *, gated: bool = True, phase: str = "Pending") -> dict[str, Any]:
+        built = PodBuilder(NS, name=name).uid(f"uid-{name}").label(labels.JOB, gang).gpus(1)
+        if gated:
+            built = built.gate()
+        obj = built.obj()
+        obj["status"] = {"phase": phase}
+        return obj
+
+    snapshot = view(pod("a-0", "a"), pod("a-1", "a"), pod("b-0", "b"), pod("c-0", "c", gated=False))
+    assert snapshot.held_gangs() == [(NS, "a"), (NS, "b")]
+    snapshot.apply("MODIFIED", pod("a-0", "a", gated=False))  # released
+    assert snapshot.held_gangs() == [(NS, "a"), (NS, "b")]
+    snapshot.apply("DELETED", pod("a-1", "a"))
+    assert snapshot.held_gangs() == [(NS, "b")]
+    snapshot.apply("MODIFIED", pod("b-0", "b", phase="Failed"))  # finished while held
+    assert snapshot.held_gangs() == []
+    snapshot.apply("ADDED", pod("d-0", "d"))
+    snapshot.apply("ADDED", PodBuilder(NS, name="plain").gate().obj())  # no gang: not podium's
+    assert snapshot.held_gangs() == [(NS, "d")]

@@ -125,7 +125,7 @@ class Plan:
 def held_gangs(view: ClusterView, settings: Settings) -> list[HeldGang]:
     """Every gang with a pod behind podium's gate in a namespace that opted in, oldest first."""
     out = []
-    for namespace, key in sorted(set(view.gangs())):
+    for namespace, key in view.held_gangs():
         if settings.skips_namespace(namespace):
             continue
         members = [
@@ -172,6 +172,8 @@ def plan(
     pod counts of the previous pass; ``only``: decide for these gang keys alone (``podium
     release``)."""
     gangs = [h for h in held_gangs(view, settings) if only is None or h.key in only]
+    if not gangs:
+        return Plan((), (), {})
     heading = _heading(view)
     releases: list[Release] = []
     waits: list[Wait] = []

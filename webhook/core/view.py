@@ -27,7 +27,7 @@ import bisect
 import dataclasses
 import math
 import sys
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -271,6 +271,12 @@ def has_gate(spec: Mapping[str, Any], name: str = labels.HOLD_GATE) -> bool:
     )
 
 
+def _held_key(pod: PodSummary) -> tuple[str, str] | None:
+    """The pod's ``(namespace, gang)`` while it waits behind podium's gate, else None."""
+    gang = pod.labels.get(labels.JOB) if pod.gated and pod.phase not in TERMINAL_PHASES else None
+    return (pod.namespace, gang) if gang else None
+
+
 def _held_fields(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     """What the view keeps of a pod behind podium's gate besides the rest: where it may go, and
     since when it waits. Nothing for any other pod."""
@@ -379,6 +385,9 @@ class ClusterView:
         self._used: dict[str, resources.Resources] = defaultdict(dict)
         #: Requests of bound, running pods per podium gang label value.
         self._gang_used: dict[str, resources.Resources] = defaultdict(dict)
+        #: Pods behind podium's gate, not finished, per (namespace, gang label value): the
+        #: releaser's work list, so a pass costs nothing while no gang is held.
+        self._held: Counter[tuple[str, str]] = Counter()
         #: Per gang label value: requests of its pods that are neither bound nor finished (they
         #: still need room), and of every pod seen with the label, by (namespace, name), kept
         #: after the pod is deleted while the gang has a reservable record (what is gone no
@@ -511,6 +520,8 @@ class ClusterView:
         for key, value in pod.labels.items():
             if key in self.kept.indexed_labels:
                 self._pod_index.setdefault((pod.namespace, key, value), {})[pod.name] = pod
+        if held := _held_key(pod):
+            self._held[held] += 1
         if pod.bound:
             assert pod.node is not None
             self._use(pod.node, pod.requests, 1)
@@ -529,6 +540,10 @@ class ClusterView:
                     del members[pod.name]
                     if not members:
                         del self._pod_index[index_key]
+        if held := _held_key(pod):
+            self._held[held] -= 1
+            if not self._held[held]:
+                del self._held[held]
         if pod.bound:
             assert pod.node is not None
             self._use(pod.node, pod.requests, -1)
@@ -781,6 +796,11 @@ class ClusterView:
         for namespace, key, value in self._pod_index:
             if key == labels.JOB:
                 yield namespace, value
+
+    def held_gangs(self) -> list[tuple[str, str]]:
+        """``(namespace, gang key)`` of every gang with a pod behind podium's gate that has not
+        finished (``zone-chooser: hold``), sorted."""
+        return sorted(self._held)
 
     def node(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)

@@ -538,8 +538,8 @@ def _scheduler_support(
 
 
 def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
-    """Leader election, and the reconciler (and, with ``zone-chooser: hold``, the releaser)
-    that act only while this replica leads."""
+    """Leader election, and the reconciler and the releaser that act only while this replica
+    leads."""
     objects = client.KubeObjects(parts.api_client)
     settings = parts.settings
     elector = leader.LeaderElector(
@@ -555,8 +555,8 @@ def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
         is_leader=lambda: elector.is_leader,
         observe=parts.recorder.observe,
     )
-    if settings.zone_chooser is not ZoneChooser.HOLD:
-        return elector.run, keeper.run
+    # In every mode, not only ``hold``: a replica started with another zone chooser still
+    # releases the gangs held before the switch (a pass with nothing held costs nothing).
     releasing = releaser.Releaser(
         view=parts.view,
         ready=parts.watch_cache.is_ready,
