@@ -19,7 +19,6 @@ Any other error (403, 5xx, timeout) keeps the last answer (podium mode until one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -27,6 +26,7 @@ from webhook.core import podgroups
 from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.kube import errors
+from webhook.serve import loops
 
 log = logging.getLogger("podium.discovery")
 
@@ -88,10 +88,6 @@ class SchedulerSupport:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Probe every ``interval_seconds`` until ``stop``."""
-        while not stop.is_set():
-            try:
-                await self.check()
-            except Exception:  # a broken probe must not end the loop, nor the server
-                log.exception("probing for PodGroups failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.interval_seconds)
+        await loops.every(
+            self.interval_seconds, self.check, stop, what="probing for PodGroups", log=log
+        )

@@ -21,6 +21,7 @@ from typing import Literal
 from webhook.core import audit, policies
 from webhook.core.settings import OldCilium, PolicyMode, Settings
 from webhook.core.view import ClusterView
+from webhook.serve import loops
 from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.guard")
@@ -115,10 +116,4 @@ class CiliumGuard:
 
     async def run(self, stop: asyncio.Event) -> None:
         """``check`` every ``interval`` seconds until ``stop``."""
-        while not stop.is_set():
-            try:
-                self.check()
-            except Exception:  # a broken look must not end the loop, nor the server
-                log.exception("checking the Cilium CRD failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.interval)
+        await loops.every(self.interval, self.check, stop, what="checking the Cilium CRD", log=log)

@@ -55,6 +55,7 @@ from webhook.core.policies import Manifest
 from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors, protocols
+from webhook.serve import loops
 from webhook.serve.audit import Sink
 
 log = logging.getLogger("podium.reconciler")
@@ -624,10 +625,6 @@ class Reconciler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` until ``stop``; a failed pass is logged, not fatal."""
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except Exception:  # a broken pass must not end reconciling, nor the server
-                log.exception("reconcile pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.tuning.interval_seconds)
+        await loops.every(
+            self.tuning.interval_seconds, self.run_once, stop, what="reconcile pass", log=log
+        )

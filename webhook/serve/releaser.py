@@ -25,7 +25,6 @@ first pass finds them in the view and releases them once a zone has room.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from webhook.core.policies import Manifest
 from webhook.core.settings import Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors, protocols
+from webhook.serve import loops
 from webhook.serve.audit import Sink
 from webhook.serve.metrics import Metrics
 
@@ -208,13 +208,13 @@ class Releaser:
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``release-interval-seconds`` until ``stop``; a failed pass is logged."""
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except Exception:  # a broken pass must not end releasing, nor the server
-                log.exception("release pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.release_interval_seconds)
+        await loops.every(
+            self.settings.release_interval_seconds,
+            self.run_once,
+            stop,
+            what="release pass",
+            log=log,
+        )
 
 
 def _effect(manifest: Manifest, outcome: str) -> EffectEntry:
