@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ from typer.testing import CliRunner
 from tests.builders import PodBuilder
 from tests.builders import node as node_builder
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import labels, reviews
+from webhook.core import labels, mutation, reviews
+from webhook.core.settings import Settings, ZoneChooser
+from webhook.ops import offline
 from webhook.ops.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -322,3 +326,173 @@ def test_yaml_snapshots_load_with_libyaml() -> None:
 
     assert yaml.__with_libyaml__, "PyYAML without libyaml: snapshots load ~25x slower"
     assert offline._YAML_LOADER is yaml.CSafeLoader
+
+
+# --- zone-chooser: hold — the admission answer, and what the releaser would do ---------------
+
+HOLD_CONFIG = "zone-chooser: hold\n"
+
+
+def held_pods(pj: dict[str, Any], count: int, at: str | None = None) -> list[Any]:
+    """The first ``count`` pods of ``pj`` (a master, then workers) as admission held them, at
+    ``at`` (default: a minute ago, well inside hold-timeout-seconds)."""
+    at = at or (datetime.now(UTC) - timedelta(minutes=1)).isoformat(timespec="seconds")
+    out = []
+    for i in range(count):
+        rtype, index = ("master", 0) if i == 0 else ("worker", i - 1)
+        pod = pytorch_pod(pj, rtype, index).uid().obj()
+        held = mutation.hold(pod, gang_key=pj["metadata"]["uid"]).pod
+        held["metadata"]["creationTimestamp"] = at
+        out.append(held)
+    return out
+
+
+def hogs(nodes: list[str]) -> list[Any]:
+    return [PodBuilder("other", name=f"hog-{n}").gpus(8).bound(n).obj() for n in nodes]
+
+
+def test_hold_mode_says_the_pod_is_held_and_the_gang_would_be_released(tmp_path: Path) -> None:
+    """The last pod of a 4 × 8-GPU job, its three others held in the snapshot: admission holds
+    it (podium's gate, no zone); the releaser would release the whole gang into zone-c."""
+    pj = pytorchjob(workers=3)
+    objects = [*base_cluster(pj), *held_pods(pj, 3)]
+    code, out, _ = review(tmp_path, pytorch_pod(pj, "worker", 2).obj(), objects, config=HOLD_CONFIG)
+    assert code == 0 and out is not None
+    assert (out["audit"]["outcome"], out["audit"]["zone"]) == ("held", None)
+    assert out["sideEffects"] == []  # a held admission writes nothing
+    spec = out["patchedObject"]["spec"]
+    assert spec["schedulingGates"] == [{"name": labels.HOLD_GATE}]
+    assert "affinity" not in spec
+    (verdict,) = out["release"]
+    assert verdict["job"] == "PyTorchJob/llama" and verdict["held"] == 4
+    assert (verdict["verdict"], verdict["zone"], verdict["reason"]) == (
+        "release",
+        "zone-c",
+        "best-fit",
+    )
+    assert verdict["pods"] == 4 and verdict["policies"]
+
+
+def test_hold_mode_says_why_a_gang_waits_and_its_place_in_line(tmp_path: Path) -> None:
+    """zone-c is busy (hogs on six of its eight nodes): nothing holds 4 × 8 GPUs, so the gang
+    waits, and the review says for what — the words of the releaser's Event."""
+    pj = pytorchjob(workers=3)
+    busy = hogs([f"c-{i}" for i in range(6)])
+    objects = [*base_cluster(pj), *busy, *held_pods(pj, 3)]
+    code, out, _ = review(tmp_path, pytorch_pod(pj, "worker", 2).obj(), objects, config=HOLD_CONFIG)
+    assert code == 0 and out is not None
+    (verdict,) = out["release"]
+    assert verdict["verdict"] == "wait" and verdict["position"] == 1
+    assert verdict["why"].startswith(
+        "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has 16 free; "
+        "1st in line"
+    )
+    summary = invoke_review(
+        tmp_path,
+        pytorch_pod(pj, "worker", 2).obj(),
+        objects,
+        "-o",
+        "summary",
+        "--config",
+        str(tmp_path / "podium.yaml"),
+        NO_COLOR="1",
+    )
+    assert summary.exit_code == 0, summary.output
+    text = re.sub(r"\x1b\[[0-9;]*m", "", summary.stdout)
+    assert "held behind podium's gate, no zone yet" in text
+    assert "releaser team-a/PyTorchJob/llama (4 held): wait: needs 4 × 8 nvidia.com/gpu" in text
+
+
+def test_the_releaser_verdicts_in_order_with_a_younger_gang_backfilling(tmp_path: Path) -> None:
+    """Two held gangs: the older big one waits (1st in line, the zone it waits for kept for
+    it); the younger small one would go now into another zone — the releaser's own order."""
+    big, small = pytorchjob("big", workers=3), pytorchjob("small", workers=0)
+    busy = hogs([f"c-{i}" for i in range(6)])
+    objects = [
+        *base_cluster(big, small),
+        *busy,
+        *held_pods(big, 4, "2026-12-01T11:00:00Z"),
+        *held_pods(small, 1, "2026-12-01T11:10:00Z"),
+    ]
+    result = asyncio.run(
+        offline.review(
+            reviews.review_for_pod(pytorch_pod(small, "master").obj()),
+            objects,
+            Settings(zone_chooser=ZoneChooser.HOLD),
+            now=datetime(2026, 12, 1, 11, 20, tzinfo=UTC),
+        )
+    )
+    assert result.releaser is not None
+    assert [(v["job"], v["verdict"]) for v in result.releaser] == [
+        ("PyTorchJob/big", "wait"),
+        ("PyTorchJob/small", "release"),
+    ]
+    lines = offline.releaser_lines(result.releaser)
+    assert lines[0].startswith("  releaser team-a/PyTorchJob/big (4 held): wait: needs 4 × 8")
+    assert "1st in line (first: zone-c is kept for it)" in lines[0]
+    assert lines[1].startswith("           team-a/PyTorchJob/small (1 held): release now into")
+    assert "after 600s held" in lines[1]
+
+
+def test_outside_hold_mode_the_review_says_nothing_of_a_releaser(tmp_path: Path) -> None:
+    pj = pytorchjob()
+    code, out, _ = review(tmp_path, pytorch_pod(pj).obj(), base_cluster(pj))
+    assert code == 0 and out is not None and "release" not in out
+    text = invoke_review(tmp_path, pytorch_pod(pj).obj(), base_cluster(pj), "-o", "summary")
+    assert "releaser" not in text.stdout
+
+
+def test_the_shipped_hold_example(tmp_path: Path) -> None:
+    """`make demo-offline`'s hold example: the last pod of llama-ft is held, and the releaser
+    would release the whole gang (three held in the snapshot, and this one) into us-east-1c."""
+    args = [
+        "review",
+        str(EXAMPLES / "pytorchjob-worker-0.yaml"),
+        "--cluster",
+        str(EXAMPLES / "cluster-held.yaml"),
+        "--config",
+        str(EXAMPLES / "podium-hold.yaml"),
+        "--at",
+        "2026-12-01T12:00:00Z",
+    ]
+    out = json.loads(runner.invoke(app, [*args, "-o", "json"]).stdout)
+    assert out["audit"]["outcome"] == "held"
+    assert out["release"] == [
+        {
+            "job": "PyTorchJob/llama-ft",
+            "namespace": "ml-team",
+            "key": "6f1c2a8e-7d3b-4b8e-9a51-2c0e4f7d9b10",
+            "held": 4,
+            "heldSince": "2026-12-01T11:58:00+00:00",
+            "verdict": "release",
+            "zone": "us-east-1c",
+            "reason": "best-fit",
+            "detail": "us-east-1c has room for all of PyTorchJob/llama-ft "
+            "(4 × 8 nvidia.com/gpu), after 120s held",
+            "pods": 4,
+            "policies": out["release"][0]["policies"],
+        }
+    ]
+    assert len(out["release"][0]["policies"]) == 1
+    text = runner.invoke(app, [*args, "-o", "summary"], env={"NO_COLOR": "1"}).stdout
+    assert (
+        "  releaser ml-team/PyTorchJob/llama-ft (4 held): release now into zone us-east-1c "
+        "(best-fit): us-east-1c has room for all of PyTorchJob/llama-ft (4 × 8 nvidia.com/gpu), "
+        "after 120s held"
+    ) in text.replace("[bold]", "").replace("[/]", "")
+
+
+def test_an_unreadable_at_is_refused(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "review",
+            str(EXAMPLES / "pytorchjob-worker-0.yaml"),
+            "--cluster",
+            str(EXAMPLES / "cluster-held.yaml"),
+            "--at",
+            "yesterday",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--at 'yesterday' is not an RFC 3339 time" in result.stderr

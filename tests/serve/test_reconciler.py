@@ -16,6 +16,7 @@ from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, audit, engine, labels, policies
 from webhook.core.adapters.base import Gang
+from webhook.core.release import TOO_BIG_SPREAD
 from webhook.core.settings import PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
@@ -208,6 +209,47 @@ def test_a_scheduler_gangs_record_and_policy_come_back_as_the_schedulers() -> No
     assert record["data"]["reason"] == "scheduler-chooses"
     assert policy["metadata"]["name"] == sched.policy["metadata"]["name"]
     assert policy["spec"] == sched.policy["spec"]
+
+
+def spread_world() -> World:
+    """The job released across zones by ``too-big: spread`` (release.TOO_BIG_SPREAD): no zone,
+    one job-wide policy, its pods bound in zone-a and zone-b without a zone label yet."""
+    world = make_world()
+    for pod, node in zip(world.pods, ("a-1", "b-1"), strict=True):
+        pod["metadata"]["annotations"].update({labels.ZONE: "", labels.REASON: TOO_BIG_SPREAD})
+        del pod["metadata"]["labels"][labels.ZONE]
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running"}
+    record = policies.build_record(
+        gang=world.gang, namespace=NS, zone=None, reason=TOO_BIG_SPREAD, detail="", decided_at=OLD
+    )
+    policy = policies.build_policy(
+        gang=world.gang, namespace=NS, mode=PolicyMode.CILIUM, scope=PolicyScope.JOB, zone=None
+    )
+    assert policy is not None
+    world.record, world.policy = stamp(record, OLD, "11"), stamp(policy, OLD, "12")
+    return world
+
+
+@pytest.mark.parametrize("with_record", [True, False], ids=["record", "record-gone"])
+def test_a_spread_gang_keeps_its_job_wide_policy_and_its_pods_get_their_zone(
+    with_record: bool,
+) -> None:
+    """``too-big: spread``: narrowing the gang's policy to zones would take back the cross-zone
+    allow the admin opted into (tests/cilium/test_spread.py); its bound pods still get their
+    node's zone label, so that an admin's zone isolation covers them."""
+    spread = spread_world()
+    actions = spread.plan(records=None if with_record else [])
+    labelled = {a.target[2]: a.patch for a in actions if a.verb == "label"}
+    assert summary(actions) == [
+        *([] if with_record else [("create", "missing-record", "ConfigMap")]),
+        ("label", "zone-known", "Pod"),
+        ("label", "zone-known", "Pod"),
+    ]
+    assert sorted(p["metadata"]["labels"][labels.ZONE] for p in labelled.values()) == [  # type: ignore[index]
+        "zone-a",
+        "zone-b",
+    ]
 
 
 def test_with_both_gone_and_the_job_gone_nothing_is_rebuilt(world: World) -> None:

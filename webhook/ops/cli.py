@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 
 from webhook.core.audit import AuditEntry
+from webhook.core.objects import parse_time
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, offline, output
@@ -110,13 +111,25 @@ def review(
             show_default=False,
         ),
     ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="TIME",
+            help="zone-chooser: hold — judge the held gangs as of this RFC 3339 time (how long "
+            "each has waited, hold-timeout); default: now.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Decide one admission offline against a cluster snapshot, exactly as podium serve would.
 
     On a terminal: a short summary (zone, reason, demand and zones, the patch, what gets
     created, warnings). Piped, or with -o json: {response, patchedObject, sideEffects, audit};
-    what the snapshot lacked goes to stderr as warnings. Exits 0 when a response was produced,
-    2 when an input is unusable.
+    what the snapshot lacked goes to stderr as warnings. With zone-chooser: hold, also what
+    podium's releaser would do with the snapshot's held gangs (the reviewed pod among them when
+    admission holds it): a releaser section in the summary, a release list in json/yaml. Exits
+    0 when a response was produced, 2 when an input is unusable.
     """
     if len(cluster) > 1:
         raise output.fail(
@@ -124,10 +137,13 @@ def review(
             "objects in one file, or make it with `podium snapshot`)"
         )
     settings = _settings(config)
+    now = parse_time(at) if at is not None else None
+    if at is not None and now is None:
+        raise output.fail(f"--at {at!r} is not an RFC 3339 time (e.g. 2026-12-01T12:00:00Z)")
     try:
         review_doc = offline.load_review(input_file)
         objects = offline.load_snapshot_objects(cluster[0])
-        result = asyncio.run(offline.review(review_doc, objects, settings))
+        result = asyncio.run(offline.review(review_doc, objects, settings, now=now))
     except offline.InputError as err:
         raise output.fail(str(err)) from err
     chosen = output_format or (ReviewFormat.SUMMARY if output.is_terminal() else ReviewFormat.JSON)

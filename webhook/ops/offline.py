@@ -12,15 +12,16 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import yaml
 
-from webhook.core import adapters, audit, resources, reviews
+from webhook.core import adapters, audit, release, resources, reviews
 from webhook.core.objects import Obj, key_of
-from webhook.core.settings import Settings
+from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import twins
 from webhook.serve import admission
@@ -110,21 +111,33 @@ class Result:
     entry: audit.AuditEntry | None
     #: What the snapshot lacked and the decision therefore guessed (not part of ``as_dict``).
     notes: tuple[str, ...] = ()
+    #: ``zone-chooser: hold`` only: the releaser's verdict per held gang of the snapshot (the
+    #: reviewed pod counted as held when admission held it); None in every other mode.
+    releaser: tuple[dict[str, Any], ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON contract: ``response``, ``patchedObject``, ``sideEffects``, ``audit``."""
-        return {
+        """The JSON contract: ``response``, ``patchedObject``, ``sideEffects``, ``audit``; and
+        ``release`` (the releaser's verdicts) in ``zone-chooser: hold``."""
+        out = {
             "response": self.response,
             "patchedObject": self.patched,
             "sideEffects": self.side_effects,
             "audit": self.entry,
         }
+        if self.releaser is not None:
+            out["release"] = list(self.releaser)
+        return out
 
 
 async def review(
-    review_doc: Mapping[str, Any], objects: Iterable[Obj], settings: Settings
+    review_doc: Mapping[str, Any],
+    objects: Iterable[Obj],
+    settings: Settings,
+    *,
+    now: datetime | None = None,
 ) -> Result:
-    """Decide one review against ``objects`` exactly as ``podium serve`` would."""
+    """Decide one review against ``objects`` exactly as ``podium serve`` would; in ``zone-chooser:
+    hold``, also what the releaser would do with the snapshot at ``now`` (`releaser`)."""
     objects = list(objects)
     view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = twins.InMemoryApi()
@@ -150,7 +163,90 @@ async def review(
     original = (review_doc.get("request") or {}).get("object")
     patched = decision.patched if decision and "patch" in answer.body["response"] else original
     notes = snapshot_notes(review_doc, objects, view, settings, answer.entry)
-    return Result(response, patched, side_effects, answer.entry, notes)
+    verdicts = None
+    if settings.zone_chooser is ZoneChooser.HOLD:
+        held = answer.entry is not None and answer.entry.get("outcome") == "held"
+        after = _with_pod(objects, patched if held else None)
+        verdicts = releaser(after, settings, now=now or datetime.now(UTC))
+    return Result(response, patched, side_effects, answer.entry, notes, verdicts)
+
+
+def _with_pod(objects: Sequence[Obj], pod: Obj | None) -> list[Obj]:
+    """The snapshot with the reviewed pod as admission left it (held), unless it holds it."""
+    seen = {key_of(o): o for o in objects}
+    if pod is not None:
+        seen.setdefault(key_of(pod), pod)
+    return list(seen.values())
+
+
+def releaser(
+    objects: Iterable[Obj], settings: Settings, *, now: datetime
+) -> tuple[dict[str, Any], ...]:
+    """What podium's releaser would do with the held gangs of ``objects`` now (`release.plan`,
+    pure: nothing is written), one verdict per gang in the releaser's order.
+
+    A snapshot is one moment: where the releaser waits for the count of held pods to stay the
+    same for one pass (an adapter that cannot tell a staged start's first stage), the review
+    takes the snapshot's count as settled."""
+    view = ClusterView.from_objects(
+        list(objects), zone_label=settings.zone_label, kept=adapters.KEPT
+    )
+    first = release.plan(view, settings, now=now)
+    decided = release.plan(view, settings, now=now, stable=first.counts)
+    out: list[dict[str, Any]] = []
+    for r in decided.releases:
+        out.append(
+            {
+                **_gang(r.held),
+                "verdict": "release",
+                "zone": r.zone,
+                "reason": r.reason,
+                "detail": r.detail,
+                "pods": len(r.pods),
+                "policies": [p["metadata"]["name"] for p in r.policies],
+            }
+        )
+    for w in decided.waits:
+        out.append(
+            {
+                **_gang(w.held),
+                "verdict": "wait",
+                "why": w.why,
+                "position": w.position,
+                "tooBig": w.too_big,
+                "bestZone": w.best_zone,
+                "bestFree": w.best_free,
+            }
+        )
+    order = {h.key: i for i, h in enumerate(release.held_gangs(view, settings))}
+    out.sort(key=lambda v: order.get(str(v["key"]), len(order)))
+    return tuple(out)
+
+
+def _gang(held: release.HeldGang) -> dict[str, Any]:
+    owner = held.gang.owner
+    return {
+        "job": f"{owner.kind}/{owner.name}",
+        "namespace": held.namespace,
+        "key": held.key,
+        "held": len(held.held),
+        "heldSince": held.since.isoformat() if held.since else None,
+    }
+
+
+def releaser_lines(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The releaser's verdicts as the summary shows them: ``release now into zone-b (best-fit):
+    …`` or ``wait: needs 4 × 8 nvidia.com/gpu in one zone; …``."""
+    lines = []
+    for i, v in enumerate(verdicts):
+        who = f"{v['namespace']}/{v['job']} ({v['held']} held)"
+        if v["verdict"] == "release":
+            where = f"into zone [bold]{v['zone']}[/]" if v["zone"] else "[bold]unpinned[/]"
+            what = f"release now {where} ({v['reason']}): {v['detail']}"
+        else:
+            what = f"wait: {v['why']}"
+        lines.append(f"  {'releaser ' if i == 0 else '         '}{who}: {what}")
+    return lines or ["  releaser no held gang in the snapshot"]
 
 
 _DEMAND_SOURCES = {
@@ -259,6 +355,7 @@ def summary(result: Result) -> list[str]:
         "unpinned": "left [bold]unpinned[/]",
         "denied": "[bold red]denied[/]",
         "fail-open": "[bold yellow]admitted unchanged (fail open)[/]",
+        "held": "[bold]held[/] behind podium's gate, no zone yet (the releaser decides)",
     }.get(outcome, f"[bold]{outcome}[/]")
     lines = [f"{who}: {head}", f"  reason   {entry.get('reason')}: {entry.get('detail')}"]
     if job.get("demand"):
@@ -281,6 +378,8 @@ def summary(result: Result) -> list[str]:
     warnings = [*(response.get("warnings") or []), *result.notes]
     for i, warning in enumerate(warnings):
         lines.append(f"  {'[yellow]warning[/]  ' if i == 0 else '         '}{warning}")
+    if result.releaser is not None:
+        lines += releaser_lines(result.releaser)
     return lines
 
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, audit, engine, labels, podgroups, policies, records
+from webhook.core import adapters, audit, engine, labels, podgroups, policies, records, release
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
@@ -249,12 +249,29 @@ def _plan_gang(
     record_zone, chooser, rebuilt = _decision_of(found, namespace, objects, members, now)
     if rebuilt is not None:
         actions.append(act("create", "missing-record", "the decision record was gone", rebuilt))
-    scope = settings.policy_scope
-    if chooser == ZoneChooser.SCHEDULER.value:
-        scope = PolicyScope.JOB  # the scheduler's gangs keep a job-wide policy (engine._group)
+    scope, label_zones = _scope(settings, chooser, objects, members)
     return actions + _plan_policies(
-        view, settings, namespace, found, members, objects, record_zone, scope, act
+        view, settings, namespace, found, members, objects, record_zone, scope, act, label_zones
     )
+
+
+def _scope(
+    settings: Settings, chooser: str, objects: Sequence[Obj], members: Sequence[Obj]
+) -> tuple[PolicyScope, bool]:
+    """The scope of the gang's policies, and whether its bound pods get their zone label.
+
+    The scheduler's gangs keep a job-wide policy (engine._group). So does a gang released across
+    zones by ``too-big: spread`` — narrowing it to zones would take back what the admin opted
+    into — but its pods still get their node's zone label, so that an admin's zone isolation
+    keyed on it covers them as it covers every other pod (docs/cilium.md)."""
+    if chooser == ZoneChooser.SCHEDULER.value:
+        return PolicyScope.JOB, False
+    record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
+    recorded = records.parse_record(record) if record is not None else None
+    reasons = (str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members)
+    if (recorded.reason if recorded else _majority(reasons)) == release.TOO_BIG_SPREAD:
+        return PolicyScope.JOB, True
+    return settings.policy_scope, settings.policy_scope is PolicyScope.ZONE
 
 
 def _all_held(members: Sequence[Obj]) -> bool:
@@ -330,16 +347,17 @@ def _plan_policies(
     record_zone: str | None,
     scope: PolicyScope,
     act: Callable[..., Action],
+    label_zones: bool,
 ) -> list[Action]:
-    """The gang's allow policies: in zone scope, first the zone label of every bound pod that
-    lacks it; then every policy the gang needs created or repaired, and the ones it no longer
-    needs deleted — except that a job-wide policy is not narrowed while a pod it covers has no
-    zone label yet (``waiting``)."""
+    """The gang's allow policies: with ``label_zones`` (zone scope; a spread gang), first the
+    zone label of every bound pod that lacks it; then every policy the gang needs created or
+    repaired, and the ones it no longer needs deleted — except that a job-wide policy is not
+    narrowed while a pod it covers has no zone label yet (``waiting``)."""
     kind = policies.policy_kind(settings.policy_mode)
     crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
     if kind is None or policies.withheld(settings, crd) is not None:
         return []  # no policy mode, or an old Cilium: podium writes no policy (doctor says so)
-    actions, zones, waiting = _zone_labels(view, namespace, members, record_zone, scope, act)
+    actions, zones, waiting = _zone_labels(view, namespace, members, record_zone, label_zones, act)
     expected = policies.build_policies(
         gang=gang,
         namespace=namespace,
@@ -372,10 +390,10 @@ def _zone_labels(
     namespace: str,
     members: Sequence[Obj],
     record_zone: str | None,
-    scope: PolicyScope,
+    label_zones: bool,
     act: Callable[..., Action],
 ) -> tuple[list[Action], set[str], int]:
-    """In zone scope, a label for every running pod whose zone label is not its node's zone;
+    """With ``label_zones``, a label for every running pod whose zone label is not its node's zone;
     the zones the gang's pods are in; and how many pods wait for their zone label."""
     actions: list[Action] = []
     zones = {record_zone} if record_zone else set()
@@ -387,7 +405,7 @@ def _zone_labels(
         have = _zone_of(pod)
         node = view.node(str(spec.get("nodeName") or ""))
         truth = node.zone if node is not None else None
-        if scope is PolicyScope.ZONE and truth and have != truth:
+        if label_zones and truth and have != truth:
             if engine.disowned_label(pod, namespace, view) is not None:
                 continue  # a copied job label: plan_labels removes it
             actions.append(
