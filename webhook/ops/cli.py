@@ -87,40 +87,46 @@ class ReviewFormat(enum.StrEnum):
     YAML = "yaml"
 
 
+# ``podium review``'s options, one name each.
+SnapshotOption = Annotated[
+    list[Path],
+    typer.Option(
+        "--cluster",
+        metavar="SNAPSHOT",
+        help="The cluster: a v1 List or YAML documents (`podium snapshot` makes one).",
+    ),
+]
+ReviewFormatOption = Annotated[
+    ReviewFormat | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="summary (default on a terminal), json (default otherwise) or yaml.",
+        show_default=False,
+    ),
+]
+AtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        metavar="TIME",
+        help="zone-chooser: hold — judge the held gangs as of this RFC 3339 time (how long "
+        "each has waited, hold-timeout); default: now.",
+        show_default=False,
+    ),
+]
+
+
 @app.command()
 def review(
     input_file: Annotated[
         Path,
         typer.Argument(metavar="INPUT", help="AdmissionReview or Pod (JSON/YAML; - for stdin)."),
     ],
-    cluster: Annotated[
-        list[Path],
-        typer.Option(
-            "--cluster",
-            metavar="SNAPSHOT",
-            help="The cluster: a v1 List or YAML documents (`podium snapshot` makes one).",
-        ),
-    ],
+    cluster: SnapshotOption,
     config: ConfigOption = None,
-    output_format: Annotated[
-        ReviewFormat | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="summary (default on a terminal), json (default otherwise) or yaml.",
-            show_default=False,
-        ),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--at",
-            metavar="TIME",
-            help="zone-chooser: hold — judge the held gangs as of this RFC 3339 time (how long "
-            "each has waited, hold-timeout); default: now.",
-            show_default=False,
-        ),
-    ] = None,
+    output_format: ReviewFormatOption = None,
+    at: AtOption = None,
 ) -> None:
     """Decide one admission offline against a cluster snapshot, exactly as podium serve would.
 
