@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -68,3 +69,31 @@ def test_cannot_run_is_exit_2_and_an_error_line(args: list[str], message: str) -
     assert result.exit_code == 2, result.output
     assert "Error: " in result.stderr and message in result.stderr
     assert "Traceback" not in result.output and "╭" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--no-tls"],
+        ["snapshot"],
+        ["doctor"],
+        ["release", "pytorchjob/ft"],
+        ["certs", "show", "--cluster"],
+        ["certs", "rotate"],
+        ["certs", "inject"],
+    ],
+    ids=" ".join,
+)
+def test_a_missing_kubeconfig_is_named_as_not_found(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command that takes --kubeconfig says the file is not there, not that it is invalid."""
+    from webhook.ops import certs  # noqa: PLC0415
+
+    certs.issue(tmp_path / "certs", service="podium", namespace="podium-system")
+    monkeypatch.chdir(tmp_path)  # certs commands read ./certs
+    missing = tmp_path / "nonexist"
+    result = runner.invoke(app, [*args, "--kubeconfig", str(missing)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"Error: kubeconfig {missing} not found"), line
