@@ -620,6 +620,13 @@ def _diagnose_live(
             ) from err
         finally:
             api_client.close()
+        if namespace is not None:
+            try:
+                note = checks.namespace_note(objects, settings, namespace)
+            except checks.NamespaceNotFound as err:
+                raise output.fail(str(err)) from err
+            if note:
+                output.note(note)
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
         return checks.diagnose(
