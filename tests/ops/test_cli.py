@@ -49,8 +49,16 @@ def test_help(command: list[str]) -> None:
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "<bool>" not in text and "/ --no-" not in text  # a flag is shown as a flag
+    # an argument is shown as in the usage line, not with typer's type label
+    assert not re.search(r"<(list\[\w+\]|path|str)>", text), text
     assert not re.search(r"\bwebhook\.|ClusterView|kubeapi|kubeops", text), text
     assert "Usage: podium " in text
+
+
+def test_audit_help_names_its_files_as_the_usage_line_does() -> None:
+    text = runner.invoke(app, ["audit", "-h"], env={"COLUMNS": "100"}).stdout
+    assert "Usage: podium audit [OPTIONS] [FILE]..." in text
+    assert "\n  [FILE]...  Log files of podium" in text
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ class ReviewFormat(enum.StrEnum):
     YAML = "yaml"
 
 
-@app.command()
+@app.command(cls=output.Command)
 def review(
     input_file: Annotated[
         Path,
@@ -196,7 +196,7 @@ AuditFormat = Annotated[auditview.Format, typer.Option("--output", "-o", help="O
 Utc = Annotated[bool, typer.Option("--utc", help="Times in UTC (default: local time).")]
 
 
-@app.command("audit")
+@app.command("audit", cls=output.Command)
 def audit_command(
     files: AuditFiles = None,
     namespace: OnlyNamespace = None,
@@ -649,7 +649,7 @@ def _print_diagnosis(result: doctor_checks.Diagnosis) -> None:
     output.render([table, verdict], plain=plain)
 
 
-@app.command("release")
+@app.command("release", cls=output.Command)
 def release_command(
     job: Annotated[
         str, typer.Argument(metavar="KIND/NAME", help="The job, e.g. pytorchjob/llama.")
