@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -415,3 +415,28 @@ def test_follow_refuses_stdin_with_files_and_gzip(tmp_path: Path) -> None:
     gz.write_bytes(gzip.compress(b"x\n"))
     assert "cannot follow a compressed file" in invoke("-f", str(gz)).stderr
     assert "either stdin or files" in invoke("-f", "-", str(gz), stdin="").stderr
+
+
+def test_every_outcome_an_entry_can_carry_is_an_outcome_to_filter_by() -> None:
+    """``--outcome`` offers ``audit.Outcome``: every outcome the engine decides and every
+    ``outcome="…"`` that builds an entry (the guard's, the reconciler's, fail-open) is in it."""
+    from webhook.core import audit, engine  # noqa: PLC0415
+
+    known = {o.value for o in audit.Outcome}
+    assert set(get_args(engine.Outcome)) <= known
+    source = Path(audit.__file__).parent.parent
+    written = {
+        m
+        for path in source.rglob("*.py")
+        for m in re.findall(r'\boutcome="([a-z-]+)"', path.read_text())
+    }
+    assert {"guard", "reconcile", "fail-open"} <= written
+    assert written <= known, written - known
+
+
+def test_outcome_accepts_the_guards_entries(tmp_path: Path, base: dict[str, Any]) -> None:
+    guard = rec(base, outcome="guard", reason="crd-changed", job=None, pod="", zone=None)
+    path = write(tmp_path / "audit.jsonl", [base, guard])
+    result = invoke(str(path), "--outcome", "guard", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["outcome"] for r in json.loads(result.stdout)["records"]] == ["guard"]

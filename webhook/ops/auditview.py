@@ -36,22 +36,8 @@ from typing import IO, Any
 import orjson
 from rich.table import Table
 
-from webhook.core.audit import MARKER, AuditEntry
+from webhook.core.audit import MARKER, AuditEntry, Outcome
 from webhook.ops import output
-
-
-class Outcome(enum.StrEnum):
-    """What an audit entry says happened (``--outcome``)."""
-
-    PINNED = "pinned"
-    UNPINNED = "unpinned"
-    GROUPED = "grouped"
-    HELD = "held"
-    RELEASED = "released"
-    SKIPPED = "skipped"
-    DENIED = "denied"
-    FAIL_OPEN = "fail-open"
-    RECONCILE = "reconcile"
 
 
 class Format(enum.StrEnum):

@@ -20,7 +20,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from webhook.core.audit import AuditEntry
+from webhook.core.audit import AuditEntry, Outcome
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, offline, output
@@ -163,9 +163,7 @@ OnlyJob = Annotated[
 ]
 OnlyPod = Annotated[str | None, typer.Option("--pod", metavar="NAME", help="Only this pod.")]
 OnlyZone = Annotated[str | None, typer.Option("--zone", metavar="ZONE", help="Only this zone.")]
-OnlyOutcome = Annotated[
-    auditview.Outcome | None, typer.Option("--outcome", help="Only this outcome.")
-]
+OnlyOutcome = Annotated[Outcome | None, typer.Option("--outcome", help="Only this outcome.")]
 OnlyReason = Annotated[
     str | None, typer.Option("--reason", metavar="REASON", help="Only this reason.")
 ]
