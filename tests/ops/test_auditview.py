@@ -169,6 +169,26 @@ def test_outcome_filter(base: dict[str, Any]) -> None:
     assert not auditview.Filter(outcome=auditview.Outcome.PINNED).matches(record)
 
 
+def test_pod_finds_pods_with_generated_names(tmp_path: Path, base: dict[str, Any]) -> None:
+    """A pod with a generated name is admitted before it has one: its entry keeps the
+    generateName prefix, and --pod NAME finds it by that prefix."""
+    records = [
+        rec(base, pod="llama-launcher-"),
+        rec(base, pod="js-workers-0-0-", coordinator=False),
+        rec(base, pod="llama-master-0"),
+    ]
+    path = write(tmp_path / "audit.jsonl", records)
+    for pod, expected in [
+        ("llama-launcher-x7k2p", ["llama-launcher-"]),
+        ("js-workers-0-0-abcde", ["js-workers-0-0-"]),
+        ("llama-master-0", ["llama-master-0"]),
+        ("llama-master-01", []),  # a whole name is not a prefix
+    ]:
+        result = invoke(str(path), "--pod", pod, "-o", "json")
+        assert result.exit_code == 0, result.output
+        assert [r["pod"] for r in json.loads(result.stdout)["records"]] == expected, pod
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -298,9 +298,10 @@ class Filter:
     until: datetime | None = None
 
     def matches(self, entry: Mapping[str, Any]) -> bool:
+        if self.pod is not None and not pod_matches(self.pod, entry):
+            return False
         checks = (
             (self.namespace, entry.get("namespace")),
-            (self.pod, entry.get("pod")),
             (self.zone, entry.get("zone")),
             (self.outcome, entry.get("outcome")),
             (self.reason, entry.get("reason")),
@@ -319,6 +320,18 @@ class Filter:
             if self.until is not None and moment > self.until:
                 return False
         return True
+
+
+def pod_matches(name: str, entry: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` is about the pod ``name``. A pod created with a generated name (JobSet
+    pods, an MPI launcher, anything a Job makes) is admitted before it has its name, so its
+    entry keeps the ``generateName`` prefix (``llama-launcher-``): a name that starts with it
+    matches. A pod name cannot end in ``-``, so such a prefix is never a whole name. Releaser
+    entries also list the pods they released."""
+    recorded = str(entry.get("pod") or "")
+    if name == recorded or (recorded.endswith("-") and name.startswith(recorded)):
+        return True
+    return name in (entry.get("pods") or ())
 
 
 def matches(entry: Mapping[str, Any], **filters: Any) -> bool:
