@@ -377,12 +377,27 @@ def test_json_and_yaml_carry_the_summary(trail: Path, fmt: str) -> None:
     ]
 
 
-def test_empty_results_say_so_in_one_line(trail: Path) -> None:
+def test_filters_that_leave_nothing_say_so_in_one_line_and_exit_0(trail: Path) -> None:
     result = invoke(str(trail), "-n", "nowhere")
     assert (result.exit_code, result.stdout) == (0, "No audit records match.\n")
-    result = invoke(stdin="just a log line\n")
-    assert result.stdout == "No podium audit records found.\n"
-    assert "1 line(s) skipped" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_an_input_without_audit_records_cannot_be_audited(tmp_path: Path, fmt: str) -> None:
+    """The wrong file or the wrong log source: exit 2 and one line naming what was read, so
+    ``podium audit … || alert`` does not pass on it."""
+    result = invoke("-o", fmt, stdin="just a log line\n")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "Error: no podium audit records in stdin: 1 line(s), none of them a podium audit "
+        "record (is it podium's log? kubectl -n podium-system logs "
+        "-l app.kubernetes.io/name=podium)"
+    ]
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    result = invoke(str(empty), "-n", "ml", "-o", fmt)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"Error: no podium audit records in {empty}: the input is empty\n"
 
 
 def test_follow_stdin_prints_as_records_come(trail: Path) -> None:

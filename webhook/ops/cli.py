@@ -239,10 +239,11 @@ def audit_command(
         if follow:
             found = _follow_audit(specs, query, tally, output_format, utc=utc)
         else:
-            entries = [r for r in auditview.load(specs, tally) if query.matches(r)]
-            found = _show_audit(
-                entries, tally, output_format, utc=utc, filtered=query != auditview.Filter()
-            )
+            loaded = list(auditview.load(specs, tally))
+            if not loaded:
+                raise output.fail(_no_records(specs, tally))
+            entries = [r for r in loaded if query.matches(r)]
+            found = _show_audit(entries, tally, output_format, utc=utc)
     except auditview.InputError as err:
         raise output.fail(str(err)) from err
     if tally.skipped:
@@ -251,13 +252,27 @@ def audit_command(
         raise typer.Exit(output.FINDINGS)
 
 
+def _no_records(specs: list[str], tally: auditview.Tally) -> str:
+    """Why an input without a single audit record is an error, not an all-clear: it is most
+    likely the wrong file or the wrong log source (another container, the wrong label), and
+    ``podium audit … || alert`` must not pass on it. Filters that leave nothing of records that
+    were there are fine (exit 0)."""
+    read = ", ".join("stdin" if spec == auditview.STDIN else spec for spec in specs)
+    if not tally.skipped:
+        return f"no podium audit records in {read}: the input is empty"
+    return (
+        f"no podium audit records in {read}: {tally.skipped} line(s), none of them a podium "
+        "audit record (is it podium's log? kubectl -n podium-system logs "
+        "-l app.kubernetes.io/name=podium)"
+    )
+
+
 def _show_audit(
     entries: list[AuditEntry],
     tally: auditview.Tally,
     output_format: auditview.Format,
     *,
     utc: bool,
-    filtered: bool,
 ) -> auditview.Summary:
     grouped = auditview.summarize(entries)
     if output_format in (auditview.Format.JSON, auditview.Format.YAML):
@@ -265,7 +280,7 @@ def _show_audit(
         sys.stdout.write(_dump(doc, output_format))
         return grouped
     if not entries:
-        typer.echo("No audit records match." if filtered else "No podium audit records found.")
+        typer.echo("No audit records match.")  # the input had some: the filters left none
         return grouped
     plain = not output.is_terminal()
     wide = output_format is auditview.Format.WIDE
