@@ -67,9 +67,9 @@ def _options(
     """Keep every pod of a distributed training job in one zone, and let only its pods talk.
 
     Exit status, for every command: 0 ok; 1 it ran and found something wrong (doctor: a broken
-    job; audit: a job split across zones; certs rotate: a step waits for something to be done);
-    2 it could not run (a bad argument, an unreadable input, an unreachable cluster), with one
-    "Error:" line on stderr.
+    job; audit: a job split across zones; certs rotate: a step waits for something to be done;
+    certs show: a row in error); 2 it could not run (a bad argument, an unreadable input, an
+    input without audit records, an unreachable cluster), with one "Error:" line on stderr.
     """
 
 
@@ -214,8 +214,9 @@ def audit_command(
 
     Reads files or stdin, e.g. `kubectl -n podium-system logs -l app.kubernetes.io/name=podium
     --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the group for
-    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise, 2 when it cannot
-    read its input.
+    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when the
+    filters leave no record), 2 when it cannot read its input or the input holds no audit record
+    at all (the wrong file or log source).
     """
     now = datetime.datetime.now(datetime.UTC)
 
@@ -585,7 +586,8 @@ def doctor(
 ) -> None:
     """Check a live cluster's training jobs: split across zones, missing allow policies, Cilium
     deny or default-deny rules that select them, hostNetwork pods, pods podium did not pin,
-    pods carrying a job's label they copied. Exits 1 when something is wrong."""
+    pods carrying a job's label they copied. Exits 1 when something is wrong, 2 when -n names a
+    namespace that does not exist."""
     settings = _settings(config)
     quiet = output_format is DoctorFormat.JSON or not Console(stderr=True).is_terminal
     result = _diagnose_live(

@@ -6,8 +6,10 @@ Exit codes, for every command::
 
     0   ok
     1   findings: the command ran and found something wrong (``doctor``: a broken job;
-        ``audit``: a job split across zones; ``certs rotate``: a step refused as unsafe)
-    2   could not run: a bad argument, an unreadable input, an unreachable cluster
+        ``audit``: a job split across zones; ``certs rotate``: a step refused as unsafe;
+        ``certs show``: a row in error)
+    2   could not run: a bad argument, an unreadable input (``audit``: one without a single
+        audit record), a namespace or kubeconfig that is not there, an unreachable cluster
 
 Errors are one line on stderr, ``Error: <what>``, in the same words click uses for a bad
 argument, and they name the flag that fixes them when there is one.
