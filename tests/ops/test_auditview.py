@@ -475,3 +475,19 @@ def test_outcome_accepts_the_guards_entries(tmp_path: Path, base: dict[str, Any]
     result = invoke(str(path), "--outcome", "guard", "-o", "json")
     assert result.exit_code == 0, result.output
     assert [r["outcome"] for r in json.loads(result.stdout)["records"]] == ["guard"]
+
+
+def test_two_gangs_whose_uids_share_8_characters_show_apart(
+    tmp_path: Path, base: dict[str, Any]
+) -> None:
+    """UIDs are cut short as git cuts commits: to 8 characters, or as many as tell them apart."""
+    records = [
+        rec(base, job_name="one", job_uid="job-uid-1"),
+        rec(base, job_name="two", job_uid="job-uid-2", gang="job-uid-2-g1"),
+    ]
+    path = write(tmp_path / "audit.jsonl", records)
+    for fmt in ("table", "wide"):
+        out = invoke(str(path), "-o", fmt).stdout
+        assert "job-uid-1" in out and "job-uid-2-g1" in out, out
+    assert auditview.uid_width(["1f2d3819-aaaa", "9c0e77a1-bbbb"]) == 8
+    assert auditview.uid_width(["job-uid-1", "job-uid-2", ""]) == 9
