@@ -226,6 +226,22 @@ def log_tails(operators: dict[str, Operator], podium: Podium, lines: int = 20) -
     console.print(podium.log_tail(lines), markup=False, highlight=False)
 
 
+#: The directions ``enableDefaultDeny`` sets, in the order the table names them.
+DIRECTIONS = ("ingress", "egress")
+
+
+def default_deny(spec: dict[str, Any]) -> str:
+    """A CiliumNetworkPolicy's ``enableDefaultDeny`` in words: ``off`` (podium's policies only
+    add an allow), ``on``, per direction when they differ, ``Cilium's default`` when unset."""
+    setting = spec.get("enableDefaultDeny")
+    if setting is None:
+        return "Cilium's default"
+    states = {d: {True: "on", False: "off"}.get(setting.get(d), "default") for d in DIRECTIONS}
+    if len(set(states.values())) == 1:
+        return next(iter(states.values()))
+    return ", ".join(f"{d} {state}" for d, state in states.items())
+
+
 def show(
     cluster: LocalCluster,
     podium: Podium,
@@ -274,7 +290,7 @@ def show(
             pol["metadata"]["name"],
             f"{ref['kind']}/{ref['name']}",
             yaml.safe_dump(pol["spec"]["endpointSelector"]["matchLabels"]).strip(),
-            str(pol["spec"]["enableDefaultDeny"]),
+            default_deny(pol["spec"]),
         )
     console.print(ptable)
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -167,6 +167,26 @@ def test_outcome_filter(base: dict[str, Any]) -> None:
     record = rec(base, outcome="fail-open")
     assert auditview.Filter(outcome=auditview.Outcome.FAIL_OPEN).matches(record)
     assert not auditview.Filter(outcome=auditview.Outcome.PINNED).matches(record)
+
+
+def test_pod_finds_pods_with_generated_names(tmp_path: Path, base: dict[str, Any]) -> None:
+    """A pod with a generated name is admitted before it has one: its entry keeps the
+    generateName prefix, and --pod NAME finds it by that prefix."""
+    records = [
+        rec(base, pod="llama-launcher-"),
+        rec(base, pod="js-workers-0-0-", coordinator=False),
+        rec(base, pod="llama-master-0"),
+    ]
+    path = write(tmp_path / "audit.jsonl", records)
+    for pod, expected in [
+        ("llama-launcher-x7k2p", ["llama-launcher-"]),
+        ("js-workers-0-0-abcde", ["js-workers-0-0-"]),
+        ("llama-master-0", ["llama-master-0"]),
+        ("llama-master-01", []),  # a whole name is not a prefix
+    ]:
+        result = invoke(str(path), "--pod", pod, "-o", "json")
+        assert result.exit_code == 0, result.output
+        assert [r["pod"] for r in json.loads(result.stdout)["records"]] == expected, pod
 
 
 @pytest.mark.parametrize(
@@ -357,12 +377,27 @@ def test_json_and_yaml_carry_the_summary(trail: Path, fmt: str) -> None:
     ]
 
 
-def test_empty_results_say_so_in_one_line(trail: Path) -> None:
+def test_filters_that_leave_nothing_say_so_in_one_line_and_exit_0(trail: Path) -> None:
     result = invoke(str(trail), "-n", "nowhere")
     assert (result.exit_code, result.stdout) == (0, "No audit records match.\n")
-    result = invoke(stdin="just a log line\n")
-    assert result.stdout == "No podium audit records found.\n"
-    assert "1 line(s) skipped" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_an_input_without_audit_records_cannot_be_audited(tmp_path: Path, fmt: str) -> None:
+    """The wrong file or the wrong log source: exit 2 and one line naming what was read, so
+    ``podium audit … || alert`` does not pass on it."""
+    result = invoke("-o", fmt, stdin="just a log line\n")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "Error: no podium audit records in stdin: 1 line(s), none of them a podium audit "
+        "record (is it podium's log? kubectl -n podium-system logs "
+        "-l app.kubernetes.io/name=podium)"
+    ]
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    result = invoke(str(empty), "-n", "ml", "-o", fmt)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"Error: no podium audit records in {empty}: the input is empty\n"
 
 
 def test_follow_stdin_prints_as_records_come(trail: Path) -> None:
@@ -415,3 +450,44 @@ def test_follow_refuses_stdin_with_files_and_gzip(tmp_path: Path) -> None:
     gz.write_bytes(gzip.compress(b"x\n"))
     assert "cannot follow a compressed file" in invoke("-f", str(gz)).stderr
     assert "either stdin or files" in invoke("-f", "-", str(gz), stdin="").stderr
+
+
+def test_every_outcome_an_entry_can_carry_is_an_outcome_to_filter_by() -> None:
+    """``--outcome`` offers ``audit.Outcome``: every outcome the engine decides and every
+    ``outcome="…"`` that builds an entry (the guard's, the reconciler's, fail-open) is in it."""
+    from webhook.core import audit, engine  # noqa: PLC0415
+
+    known = {o.value for o in audit.Outcome}
+    assert set(get_args(engine.Outcome)) <= known
+    source = Path(audit.__file__).parent.parent
+    written = {
+        m
+        for path in source.rglob("*.py")
+        for m in re.findall(r'\boutcome="([a-z-]+)"', path.read_text())
+    }
+    assert {"guard", "reconcile", "fail-open"} <= written
+    assert written <= known, written - known
+
+
+def test_outcome_accepts_the_guards_entries(tmp_path: Path, base: dict[str, Any]) -> None:
+    guard = rec(base, outcome="guard", reason="crd-changed", job=None, pod="", zone=None)
+    path = write(tmp_path / "audit.jsonl", [base, guard])
+    result = invoke(str(path), "--outcome", "guard", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["outcome"] for r in json.loads(result.stdout)["records"]] == ["guard"]
+
+
+def test_two_gangs_whose_uids_share_8_characters_show_apart(
+    tmp_path: Path, base: dict[str, Any]
+) -> None:
+    """UIDs are cut short as git cuts commits: to 8 characters, or as many as tell them apart."""
+    records = [
+        rec(base, job_name="one", job_uid="job-uid-1"),
+        rec(base, job_name="two", job_uid="job-uid-2", gang="job-uid-2-g1"),
+    ]
+    path = write(tmp_path / "audit.jsonl", records)
+    for fmt in ("table", "wide"):
+        out = invoke(str(path), "-o", fmt).stdout
+        assert "job-uid-1" in out and "job-uid-2-g1" in out, out
+    assert auditview.uid_width(["1f2d3819-aaaa", "9c0e77a1-bbbb"]) == 8
+    assert auditview.uid_width(["job-uid-1", "job-uid-2", ""]) == 9

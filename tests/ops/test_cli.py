@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -48,8 +49,16 @@ def test_help(command: list[str]) -> None:
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "<bool>" not in text and "/ --no-" not in text  # a flag is shown as a flag
+    # an argument is shown as in the usage line, not with typer's type label
+    assert not re.search(r"<(list\[\w+\]|path|str)>", text), text
     assert not re.search(r"\bwebhook\.|ClusterView|kubeapi|kubeops", text), text
     assert "Usage: podium " in text
+
+
+def test_audit_help_names_its_files_as_the_usage_line_does() -> None:
+    text = runner.invoke(app, ["audit", "-h"], env={"COLUMNS": "100"}).stdout
+    assert "Usage: podium audit [OPTIONS] [FILE]..." in text
+    assert "\n  [FILE]...  Log files of podium" in text
 
 
 @pytest.mark.parametrize(
@@ -68,3 +77,31 @@ def test_cannot_run_is_exit_2_and_an_error_line(args: list[str], message: str) -
     assert result.exit_code == 2, result.output
     assert "Error: " in result.stderr and message in result.stderr
     assert "Traceback" not in result.output and "╭" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--no-tls"],
+        ["snapshot"],
+        ["doctor"],
+        ["release", "pytorchjob/ft"],
+        ["certs", "show", "--cluster"],
+        ["certs", "rotate"],
+        ["certs", "inject"],
+    ],
+    ids=" ".join,
+)
+def test_a_missing_kubeconfig_is_named_as_not_found(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command that takes --kubeconfig says the file is not there, not that it is invalid."""
+    from webhook.ops import certs  # noqa: PLC0415
+
+    certs.issue(tmp_path / "certs", service="podium", namespace="podium-system")
+    monkeypatch.chdir(tmp_path)  # certs commands read ./certs
+    missing = tmp_path / "nonexist"
+    result = runner.invoke(app, [*args, "--kubeconfig", str(missing)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"Error: kubeconfig {missing} not found"), line

@@ -484,6 +484,25 @@ def test_command_json_lists_findings_and_exits_1(stub_cluster: Cluster) -> None:
     assert all(f["fix"] for f in doc["findings"])
 
 
+def test_command_a_namespace_that_does_not_exist_is_exit_2(stub_cluster: Cluster) -> None:
+    """A typo in -n must not read as "no problems found"."""
+    result = CliRunner().invoke(cli.app, ["doctor", "-n", "nosuchns"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "Error: namespace nosuchns not found\n"
+
+
+def test_command_a_namespace_not_opted_in_says_how_to_opt_in(stub_cluster: Cluster) -> None:
+    result = CliRunner().invoke(cli.app, ["doctor", "-n", "sandbox"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "namespace sandbox has not opted in to podium, which leaves its pods alone; opt it in "
+        f"with: kubectl label namespace sandbox {labels.ENABLED}=true\n"
+    )
+    opted_in = CliRunner().invoke(cli.app, ["doctor", "-n", NS])
+    assert (opted_in.exit_code, opted_in.stderr) == (0, "")
+    assert "llama" in opted_in.stdout
+
+
 def test_command_refuses_an_unknown_output(stub_cluster: Cluster) -> None:
     result = CliRunner().invoke(cli.app, ["doctor", "-o", "yaml"])
     assert result.exit_code == 2

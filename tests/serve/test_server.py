@@ -688,7 +688,11 @@ def test_serve_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         (["--no-tls", "--tls-min-version", "1.1"], "'1.1' is not one of '1.2', '1.3'"),
         (
             ["--no-tls", "--kubeconfig", "/nonexistent/kubeconfig"],
-            "cannot load a Kubernetes configuration",
+            "Error: kubeconfig /nonexistent/kubeconfig not found",
+        ),
+        (
+            ["--no-tls", "--kubeconfig", "/dev/null"],
+            "cannot load a Kubernetes configuration from /dev/null",
         ),
     ],
 )

@@ -7,12 +7,32 @@ Metrics and Events read the same typed entry.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from webhook.core.engine import Decision
 from webhook.core.reviews import Request
+
+
+class Outcome(enum.StrEnum):
+    """Every ``outcome`` an entry can carry: the one list ``podium audit --outcome`` offers, and
+    a test holds every ``outcome=`` that builds an entry to it."""
+
+    PINNED = "pinned"
+    UNPINNED = "unpinned"
+    GROUPED = "grouped"
+    HELD = "held"
+    RELEASED = "released"
+    SKIPPED = "skipped"
+    DENIED = "denied"
+    FAIL_OPEN = "fail-open"
+    RECONCILE = "reconcile"
+    #: The policy guard's own entries: the Cilium CRD changed, policies withheld or resumed.
+    GUARD = "guard"
+    #: ``build`` without a decision and without an outcome given.
+    ERROR = "error"
 
 
 class JobRef(TypedDict, total=False):
@@ -110,7 +130,7 @@ def build(
         or (request.namespace if request else ""),
         "pod": meta.get("name") or meta.get("generateName") or (request.name if request else ""),
         "user": (request.user.get("username", "") if request else ""),
-        "outcome": outcome or (decision.outcome if decision else "error"),
+        "outcome": outcome or (decision.outcome if decision else Outcome.ERROR.value),
         "reason": reason or (decision.reason if decision else "error"),
         "detail": detail if detail is not None else (decision.detail if decision else ""),
         "job": None,

@@ -114,6 +114,10 @@ def load_client(
     current context. ``serving``: sized for ``podium serve``'s watches; otherwise (a command
     run by hand) connection errors are not retried, so the command says so at once."""
     configuration = k8s.Configuration()
+    if kubeconfig is not None and not kubeconfig.exists():
+        # The client's own words would be "Invalid kube-config file", which sends people looking
+        # for a syntax error in a file that is not there.
+        raise ClientConfigError(f"kubeconfig {kubeconfig} not found")
     try:
         if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]

@@ -36,22 +36,8 @@ from typing import IO, Any
 import orjson
 from rich.table import Table
 
-from webhook.core.audit import MARKER, AuditEntry
+from webhook.core.audit import MARKER, AuditEntry, Outcome
 from webhook.ops import output
-
-
-class Outcome(enum.StrEnum):
-    """What an audit entry says happened (``--outcome``)."""
-
-    PINNED = "pinned"
-    UNPINNED = "unpinned"
-    GROUPED = "grouped"
-    HELD = "held"
-    RELEASED = "released"
-    SKIPPED = "skipped"
-    DENIED = "denied"
-    FAIL_OPEN = "fail-open"
-    RECONCILE = "reconcile"
 
 
 class Format(enum.StrEnum):
@@ -312,9 +298,10 @@ class Filter:
     until: datetime | None = None
 
     def matches(self, entry: Mapping[str, Any]) -> bool:
+        if self.pod is not None and not pod_matches(self.pod, entry):
+            return False
         checks = (
             (self.namespace, entry.get("namespace")),
-            (self.pod, entry.get("pod")),
             (self.zone, entry.get("zone")),
             (self.outcome, entry.get("outcome")),
             (self.reason, entry.get("reason")),
@@ -333,6 +320,18 @@ class Filter:
             if self.until is not None and moment > self.until:
                 return False
         return True
+
+
+def pod_matches(name: str, entry: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` is about the pod ``name``. A pod created with a generated name (JobSet
+    pods, an MPI launcher, anything a Job makes) is admitted before it has its name, so its
+    entry keeps the ``generateName`` prefix (``llama-launcher-``): a name that starts with it
+    matches. A pod name cannot end in ``-``, so such a prefix is never a whole name. Releaser
+    entries also list the pods they released."""
+    recorded = str(entry.get("pod") or "")
+    if name == recorded or (recorded.endswith("-") and name.startswith(recorded)):
+        return True
+    return name in (entry.get("pods") or ())
 
 
 def matches(entry: Mapping[str, Any], **filters: Any) -> bool:
@@ -498,11 +497,26 @@ def format_time(moment: datetime | None, *, utc: bool = True, precise: bool = Fa
     return f"{text} {shown.tzname() or shown.strftime('%z')}"
 
 
-def short_gang(gang: str, uid: str) -> str:
-    """The gang key with its UID cut to 8 characters (``1f2d3819``, ``1f2d3819-g1``)."""
+#: The fewest characters of a job UID a table shows (as ``git`` abbreviates commits).
+SHORT_UID = 8
+
+
+def uid_width(uids: Iterable[str]) -> int:
+    """How many characters of a UID tell ``uids`` apart: ``SHORT_UID``, or more when two of
+    them share their first ``SHORT_UID`` (``job-uid-1`` and ``job-uid-2``: 9)."""
+    distinct = {u for u in uids if u}
+    width = SHORT_UID
+    while len({u[:width] for u in distinct}) < len(distinct):
+        width += 1
+    return width
+
+
+def short_gang(gang: str, uid: str, *, width: int = SHORT_UID) -> str:
+    """The gang key with its UID cut to ``width`` characters (``1f2d3819``, ``1f2d3819-g1``);
+    ``uid_width`` of the UIDs shown keeps two gangs from looking the same."""
     if uid and gang.startswith(uid):
-        return uid[:8] + gang[len(uid) :]
-    return gang[:8]
+        return uid[:width] + gang[len(uid) :]
+    return gang[:width]
 
 
 def _job_cell(entry: Mapping[str, Any]) -> str:
@@ -514,8 +528,11 @@ COLUMNS = ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason
 WIDE_COLUMNS = (*COLUMNS, "gang", "user", "ms", "detail")
 
 
-def row(entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> list[str]:
-    """One entry as the table's cells (``COLUMNS``, or ``WIDE_COLUMNS`` when ``wide``)."""
+def row(
+    entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True, gang_width: int = SHORT_UID
+) -> list[str]:
+    """One entry as the table's cells (``COLUMNS``, or ``WIDE_COLUMNS`` when ``wide``, its gang
+    cut to ``gang_width`` characters of the UID)."""
     role = str(entry.get("role") or "")
     if entry.get("coordinator"):
         role += " *"
@@ -543,7 +560,9 @@ def row(entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> li
             f"warning: {w}" for w in entry.get("warnings") or []
         ]
         cells += [
-            short_gang(str(job.get("gang") or ""), str(job.get("uid") or "")) if job else "-",
+            short_gang(str(job.get("gang") or ""), str(job.get("uid") or ""), width=gang_width)
+            if job
+            else "-",
             str(entry.get("user") or "-"),
             f"{float(entry.get('latencyMs') or 0):.1f}",
             "\n".join(d for d in detail if d),
@@ -559,12 +578,13 @@ def table(
     plain: bool = False,
 ) -> Table:
     out = output.table(f"podium admissions ({len(entries)})", plain=plain)
+    width = uid_width(str((e.get("job") or {}).get("uid") or "") for e in entries)
     for column in WIDE_COLUMNS if wide else COLUMNS:
         # Short values never wrap; names fold when the terminal is narrow.
         short = column in ("time", "role", "outcome", "zone", "ms")
         out.add_column(column.upper() if plain else column, overflow="fold", no_wrap=short)
     for entry in entries:
-        out.add_row(*row(entry, wide=wide, utc=utc))
+        out.add_row(*row(entry, wide=wide, utc=utc, gang_width=width))
     return out
 
 
@@ -577,6 +597,7 @@ def summary(
     """Per gang: admissions, the zones they were pinned to (more than one: SPLIT), outcomes."""
     grouped = entries if isinstance(entries, Summary) else summarize(entries)
     gangs = grouped.gangs
+    width = uid_width(g.uid for g in gangs)
     out = output.table(f"per job ({len(gangs)})", plain=plain)
     columns = ["namespace", "job", "gang", "admissions", "zones", "outcomes", "verdict"]
     for column in columns:
@@ -596,7 +617,7 @@ def summary(
         out.add_row(
             g.namespace,
             g.job,
-            g.gang if wide else short_gang(g.gang, g.uid),
+            g.gang if wide else short_gang(g.gang, g.uid, width=width),
             str(g.admissions),
             zones,
             ", ".join([outcomes, *extra] if outcomes else extra) or "-",

@@ -297,8 +297,9 @@ def show(
     ] = ShowFormat.TABLE,
 ) -> None:
     """List the certificates in a state directory (or a mounted TLS Secret) and, with --cluster,
-    in the cluster. With --cluster, exits 1 when the caBundle does not trust the Secret's
-    serving certificate."""
+    in the cluster. Exits 1 when a row is in error (a file that is not PEM; with --cluster, an
+    empty caBundle or no Secret) or, with --cluster, when the caBundle does not trust the
+    Secret's serving certificate; 2 when the cluster cannot be read."""
     now = datetime.datetime.now(datetime.UTC)
     rows: list[dict[str, Any]] = []
     if state_dir.is_dir() or not cluster:
@@ -323,7 +324,7 @@ def show(
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         _show_table(rows, checks, title=f"Certificates (times in UTC, as of {_when(now)})")
-    if not all(c["ok"] for c in checks):
+    if not all(c["ok"] for c in checks) or any("error" in row for row in rows):
         raise typer.Exit(output.FINDINGS)
 
 

@@ -20,7 +20,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from webhook.core.audit import AuditEntry
+from webhook.core.audit import AuditEntry, Outcome
 from webhook.core.objects import parse_time
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
@@ -68,9 +68,9 @@ def _options(
     """Keep every pod of a distributed training job in one zone, and let only its pods talk.
 
     Exit status, for every command: 0 ok; 1 it ran and found something wrong (doctor: a broken
-    job; audit: a job split across zones; certs rotate: a step waits for something to be done);
-    2 it could not run (a bad argument, an unreadable input, an unreachable cluster), with one
-    "Error:" line on stderr.
+    job; audit: a job split across zones; certs rotate: a step waits for something to be done;
+    certs show: a row in error); 2 it could not run (a bad argument, an unreadable input, an
+    input without audit records, an unreachable cluster), with one "Error:" line on stderr.
     """
 
 
@@ -117,7 +117,7 @@ AtOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(cls=output.Command)
 def review(
     input_file: Annotated[
         Path,
@@ -185,9 +185,7 @@ OnlyJob = Annotated[
 ]
 OnlyPod = Annotated[str | None, typer.Option("--pod", metavar="NAME", help="Only this pod.")]
 OnlyZone = Annotated[str | None, typer.Option("--zone", metavar="ZONE", help="Only this zone.")]
-OnlyOutcome = Annotated[
-    auditview.Outcome | None, typer.Option("--outcome", help="Only this outcome.")
-]
+OnlyOutcome = Annotated[Outcome | None, typer.Option("--outcome", help="Only this outcome.")]
 OnlyReason = Annotated[
     str | None, typer.Option("--reason", metavar="REASON", help="Only this reason.")
 ]
@@ -218,7 +216,7 @@ AuditFormat = Annotated[auditview.Format, typer.Option("--output", "-o", help="O
 Utc = Annotated[bool, typer.Option("--utc", help="Times in UTC (default: local time).")]
 
 
-@app.command("audit")
+@app.command("audit", cls=output.Command)
 def audit_command(
     files: AuditFiles = None,
     namespace: OnlyNamespace = None,
@@ -238,8 +236,9 @@ def audit_command(
 
     Reads files or stdin, e.g. `kubectl -n podium-system logs -l app.kubernetes.io/name=podium
     --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the group for
-    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise, 2 when it cannot
-    read its input.
+    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when the
+    filters leave no record), 2 when it cannot read its input or the input holds no audit record
+    at all (the wrong file or log source).
     """
     now = datetime.datetime.now(datetime.UTC)
 
@@ -263,10 +262,11 @@ def audit_command(
         if follow:
             found = _follow_audit(specs, query, tally, output_format, utc=utc)
         else:
-            entries = [r for r in auditview.load(specs, tally) if query.matches(r)]
-            found = _show_audit(
-                entries, tally, output_format, utc=utc, filtered=query != auditview.Filter()
-            )
+            loaded = list(auditview.load(specs, tally))
+            if not loaded:
+                raise output.fail(_no_records(specs, tally))
+            entries = [r for r in loaded if query.matches(r)]
+            found = _show_audit(entries, tally, output_format, utc=utc)
     except auditview.InputError as err:
         raise output.fail(str(err)) from err
     if tally.skipped:
@@ -275,13 +275,27 @@ def audit_command(
         raise typer.Exit(output.FINDINGS)
 
 
+def _no_records(specs: list[str], tally: auditview.Tally) -> str:
+    """Why an input without a single audit record is an error, not an all-clear: it is most
+    likely the wrong file or the wrong log source (another container, the wrong label), and
+    ``podium audit … || alert`` must not pass on it. Filters that leave nothing of records that
+    were there are fine (exit 0)."""
+    read = ", ".join("stdin" if spec == auditview.STDIN else spec for spec in specs)
+    if not tally.skipped:
+        return f"no podium audit records in {read}: the input is empty"
+    return (
+        f"no podium audit records in {read}: {tally.skipped} line(s), none of them a podium "
+        "audit record (is it podium's log? kubectl -n podium-system logs "
+        "-l app.kubernetes.io/name=podium)"
+    )
+
+
 def _show_audit(
     entries: list[AuditEntry],
     tally: auditview.Tally,
     output_format: auditview.Format,
     *,
     utc: bool,
-    filtered: bool,
 ) -> auditview.Summary:
     grouped = auditview.summarize(entries)
     if output_format in (auditview.Format.JSON, auditview.Format.YAML):
@@ -289,7 +303,7 @@ def _show_audit(
         sys.stdout.write(_dump(doc, output_format))
         return grouped
     if not entries:
-        typer.echo("No audit records match." if filtered else "No podium audit records found.")
+        typer.echo("No audit records match.")  # the input had some: the filters left none
         return grouped
     plain = not output.is_terminal()
     wide = output_format is auditview.Format.WIDE
@@ -594,7 +608,8 @@ def doctor(
 ) -> None:
     """Check a live cluster's training jobs: split across zones, missing allow policies, Cilium
     deny or default-deny rules that select them, hostNetwork pods, pods podium did not pin,
-    pods carrying a job's label they copied. Exits 1 when something is wrong."""
+    pods carrying a job's label they copied. Exits 1 when something is wrong, 2 when -n names a
+    namespace that does not exist."""
     settings = _settings(config)
     quiet = output_format is DoctorFormat.JSON or not Console(stderr=True).is_terminal
     result = _diagnose_live(
@@ -642,6 +657,13 @@ def _diagnose_live(
             ) from err
         finally:
             api_client.close()
+        if namespace is not None:
+            try:
+                note = checks.namespace_note(objects, settings, namespace)
+            except checks.NamespaceNotFound as err:
+                raise output.fail(str(err)) from err
+            if note:
+                output.note(note)
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
         return checks.diagnose(
@@ -664,7 +686,7 @@ def _print_diagnosis(result: doctor_checks.Diagnosis) -> None:
     output.render([table, verdict], plain=plain)
 
 
-@app.command("release")
+@app.command("release", cls=output.Command)
 def release_command(
     job: Annotated[
         str, typer.Argument(metavar="KIND/NAME", help="The job, e.g. pytorchjob/llama.")

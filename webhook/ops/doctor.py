@@ -206,6 +206,29 @@ def _annotations(obj: Obj) -> Mapping[str, Any]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
+class NamespaceNotFound(LookupError):
+    """``-n`` names a namespace the cluster does not have."""
+
+
+def namespace_note(objects: Iterable[Obj], settings: Settings, namespace: str) -> str | None:
+    """What to say up front about the namespace ``-n`` names: nothing when podium acts in it,
+    a sentence (with the label that opts it in) when it does not; ``NamespaceNotFound`` when it
+    does not exist — otherwise a typo would read as "no problems found"."""
+    found = [o for o in objects if o.get("kind") == "Namespace" and _name(o) == namespace]
+    if not found:
+        raise NamespaceNotFound(f"namespace {namespace} not found")
+    if settings.skips_namespace(namespace):
+        return f"namespace {namespace} is excluded from podium (its own, or excluded-namespaces)"
+    ns_labels = (found[0].get("metadata") or {}).get("labels") or {}
+    label = f"{settings.namespace_label}={settings.namespace_label_value}"
+    if ns_labels.get(settings.namespace_label) == settings.namespace_label_value:
+        return None
+    return (
+        f"namespace {namespace} has not opted in to podium, which leaves its pods alone; "
+        f"opt it in with: kubectl label namespace {namespace} {label}"
+    )
+
+
 def diagnose(
     objects: Iterable[Obj],
     settings: Settings,

@@ -6,8 +6,10 @@ Exit codes, for every command::
 
     0   ok
     1   findings: the command ran and found something wrong (``doctor``: a broken job;
-        ``audit``: a job split across zones; ``certs rotate``: a step refused as unsafe)
-    2   could not run: a bad argument, an unreadable input, an unreachable cluster
+        ``audit``: a job split across zones; ``certs rotate``: a step refused as unsafe;
+        ``certs show``: a row in error)
+    2   could not run: a bad argument, an unreadable input (``audit``: one without a single
+        audit record), a namespace or kubeconfig that is not there, an unreachable cluster
 
 Errors are one line on stderr, ``Error: <what>``, in the same words click uses for a bad
 argument, and they name the flag that fixes them when there is one.
@@ -18,8 +20,10 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import typer
+import typer.core
 from rich import box
 from rich.console import Console, RenderableType
 from rich.table import Table
@@ -30,6 +34,37 @@ CANNOT_RUN = 2
 
 #: Wide enough that a plain (piped) table never folds a cell; trailing blanks are stripped.
 PLAIN_WIDTH = 4096
+
+
+class Command(typer.core.TyperCommand):
+    """A command whose help names its arguments as its usage line does (``[FILE]...``,
+    ``INPUT``), not with typer's type label (``FILE <list[str]>``, ``INPUT <path>``): the help
+    says what to type, the argument's own help says what it is."""
+
+    # ``Any``: typer bundles its own click, whose classes it does not export.
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((_usage_name(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _usage_name(param: Any) -> str:
+    """``INPUT``, ``[FILE]...``: an argument as click writes it in a usage line."""
+    name = str(param.metavar or (param.name or "").upper())
+    if not param.required:
+        name = f"[{name}]"
+    return name + ("..." if param.nargs != 1 else "")
 
 
 def error(message: str) -> None:

@@ -211,6 +211,23 @@ class TestCLIWithACluster:
         assert result.exit_code == 1
         assert "PROBLEM: caBundle trusts the Secret's serving certificate" in result.stdout
 
+    def test_show_cluster_exits_1_on_a_row_in_error(
+        self, cli: CliRunner, tmp_path: Path, apiserver: FakeApiServer
+    ) -> None:
+        """No Secret: the row says error, and so does the exit status (a script can alert)."""
+        state = certs.issue(tmp_path / "certs", service="podium", namespace="podium-system")
+        kubeconfig = str(kubeconfig_for(tmp_path, apiserver.url))
+        show = ["show", "--dir", str(tmp_path / "certs"), "--cluster", "--kubeconfig", kubeconfig]
+        serve_cluster(apiserver, [state.ca.cert], None)
+        result = cli.invoke(certs_cli.app, show)
+        assert result.exit_code == 1, result.output
+        assert "Secret podium-system/podium-tls" in result.stdout
+        assert "does not exist" in result.stdout
+        result = cli.invoke(certs_cli.app, [*show, "-o", "json"])
+        assert result.exit_code == 1
+        rows = json.loads(result.stdout)["certificates"]
+        assert {"source": "Secret podium-system/podium-tls", "error": "does not exist"} in rows
+
     def test_show_json_lists_every_file(self, cli: CliRunner, tmp_path: Path) -> None:
         certs.issue(tmp_path, service="podium", namespace="podium-system")
         result = cli.invoke(certs_cli.app, ["show", "--dir", str(tmp_path), "-o", "json"])
