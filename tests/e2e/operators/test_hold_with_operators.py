@@ -43,12 +43,13 @@ REASON = "podium.dev/reason"
 ZONE = "podium.dev/zone"
 
 
-def _template(gpus: int, **spec: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [container(gpus)], **spec}}
+def _template(gpus: int, *, name: str = "main", **spec: Any) -> dict[str, Any]:
+    """A pod template of one container asking for ``gpus``, named as the operator wants."""
+    return {"spec": {"containers": [{**container(gpus), "name": name}], **spec}}
 
 
-def pytorchjob(name: str) -> dict[str, Any]:
-    """A PyTorchJob of 4 × 8 GPUs: one master, three workers."""
+def pytorchjob(name: str, *, workers: int = 3) -> dict[str, Any]:
+    """A PyTorchJob of 8-GPU pods: one master and ``workers`` (4 × 8 GPUs by default)."""
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -58,9 +59,9 @@ def pytorchjob(name: str) -> dict[str, Any]:
                 role: {
                     "replicas": replicas,
                     "restartPolicy": "OnFailure",
-                    "template": _template(GPUS),
+                    "template": _template(GPUS, name="pytorch"),
                 }
-                for role, replicas in (("Master", 1), ("Worker", 3))
+                for role, replicas in (("Master", 1), ("Worker", workers))
             }
         },
     }
@@ -281,3 +282,53 @@ def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
                 assert annotations.get(ZONE) == "zone-c", (pod_name, annotations)
                 assert not gated(pod), pod_name
             wait_bound(cluster, ns, [p["metadata"]["name"] for p in later], timeout=60)
+
+
+@needs("trainingoperator")
+def test_two_pytorchjobs_competing_for_one_zone_run_in_turn(
+    operator_cluster: LocalCluster, operator_pool: OperatorPool, holding_podium: Podium
+) -> None:
+    """Each job (6 × 8 GPUs) fits zone-c alone, not both: one is released whole, the other waits
+    whole (nothing bound) and runs once the first one's pods go. No deadlock, no partial gang."""
+    operator_pool.ensure(("trainingoperator",))
+    cluster = operator_cluster
+    with opted_in_namespace(cluster, "hold-two") as ns:
+        for job_name in ("left", "right"):
+            submit(cluster, ns, pytorchjob(job_name, workers=5))
+        job_label = "training.kubeflow.org/job-name"
+
+        def by_job() -> dict[str, list[str]]:
+            found: dict[str, list[str]] = {"left": [], "right": []}
+            for p in _live_pods(cluster, ns):
+                found[p["metadata"]["labels"][job_label]].append(p["metadata"]["name"])
+            return found
+
+        cluster.wait_for(
+            "the operator to create 12 pods",
+            lambda: all(len(v) == 6 for v in by_job().values()),
+            timeout=120,
+        )
+        members = by_job()
+
+        def released() -> list[str]:
+            return [
+                job_name
+                for job_name, names in members.items()
+                if not any(gated(p) for p in pods_of(cluster, ns, names))
+            ]
+
+        cluster.wait_for("one job to be released", lambda: len(released()) == 1, timeout=60)
+        (first,) = released()
+        (second,) = set(members) - {first}
+        assert set(wait_bound(cluster, ns, members[first]).values()) == {"zone-c"}
+        assert_held(cluster, ns, members[second])
+        room_free = time.monotonic()
+        cluster.request(
+            "DELETE",
+            api_path("kubeflow.org/v1", "PyTorchJob", ns, first),
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
+        )
+        zones = wait_bound(cluster, ns, members[second], timeout=120)
+        took = time.monotonic() - room_free
+        assert set(zones.values()) == {"zone-c"}, zones
+        print(f"two gangs: {first} ran first, then {second} in zone-c {took:.1f}s after {first}")
