@@ -68,13 +68,16 @@ def pytorchjob(name: str, *, workers: int = 3) -> dict[str, Any]:
 
 
 def mpijob(name: str) -> dict[str, Any]:
-    """An MPIJob (v2beta1) of 4 × 8-GPU workers and a CPU launcher, created after them."""
+    """An MPIJob (v2beta1) of 4 × 8-GPU workers and a CPU launcher that mpi-operator creates
+    only once the workers are ready (``WaitForWorkersReady``): after the gang was released, so
+    it must follow the recorded zone, ungated."""
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
         "metadata": {"name": name},
         "spec": {
             "slotsPerWorker": 1,
+            "launcherCreationPolicy": "WaitForWorkersReady",
             "runPolicy": {"cleanPodPolicy": "Running"},
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "template": _template(0)},
