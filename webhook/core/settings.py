@@ -139,7 +139,8 @@ class Settings:
     hold_timeout_seconds: float = 1800.0
     #: ``zone-chooser: hold``: what to do with a gang no zone could hold even empty.
     too_big: TooBig = TooBig.HOLD
-    #: Seconds between two releaser passes (of the elected replica), ``zone-chooser: hold``.
+    #: Seconds between two releaser passes of the elected replica (in every mode: gangs held
+    #: before a switch away from ``hold`` are still released).
     release_interval_seconds: float = 2.0
 
     def skips_namespace(self, namespace: str) -> bool:
