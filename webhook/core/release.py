@@ -191,7 +191,7 @@ def plan(
         if not _ready(held, view, stable or {}):
             waits.append(_not_ready(held))
             continue
-        fit = _Fit.of(held, view, settings, heading, exclude=held.key)
+        fit = _Fit.of(held, view, settings, heading)
         fitting = {z: c for z, c in fit.zones.items() if c.fits and z != head}
         if fitting:
             zone, reason = _place(fitting, fit, settings)
@@ -285,8 +285,6 @@ class _Fit:
         view: ClusterView,
         settings: Settings,
         heading: Mapping[str, Sequence[PodGroup]],
-        *,
-        exclude: str,
     ) -> _Fit:
         gang = held.gang
         primary = zones.primary_of(gang.total, settings)
@@ -417,7 +415,7 @@ def _admin(
 ) -> Release:
     """An admin asked (``podium release``): the pods present go now, into the best zone that
     fits, else the roomiest, or into none; out of turn and whatever the head keeps."""
-    fit = _Fit.of(held, view, settings, heading, exclude=held.key)
+    fit = _Fit.of(held, view, settings, heading)
     fitting = {z: c for z, c in fit.zones.items() if c.fits}
     zone = None if unpinned else _place(fitting, fit, settings)[0] if fitting else fit.roomiest[0]
     by = held.gang.job_annotations.get(labels.RELEASED_BY) or "an admin"
