@@ -199,6 +199,26 @@ class Podium:
 
 
 @contextlib.contextmanager
+def serving(server: Podium, *, unregister: bool = False) -> Iterator[Podium]:
+    """Start podium, register the shipped webhook configuration, wait until it is called; stop it
+    afterwards and, with ``unregister``, delete the configuration, so that no webhook is left
+    pointing at a podium that is gone (a cluster other modules go on using)."""
+    server.start()
+    try:
+        name = server.register()["metadata"]["name"]
+        server.wait_until_called()
+        yield server
+    finally:
+        server.stop()
+        if unregister:
+            with contextlib.suppress(ApiError):
+                server.cluster.request(
+                    "DELETE",
+                    f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
+                )
+
+
+@contextlib.contextmanager
 def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
     """A namespace with podium enabled; deleted afterwards and waited for, so the GPUs its pods
     held are free again for the next test."""

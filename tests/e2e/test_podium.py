@@ -6,7 +6,6 @@ job object, concurrently. The cluster has GPU nodes in three zones: 8, 16 and 64
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import ApiError, LocalCluster
-from testbed.podium import Podium, opted_in_namespace
+from testbed.podium import Podium, opted_in_namespace, serving
 from tests.builders import owner_ref
 
 pytestmark = pytest.mark.e2e
@@ -97,18 +96,6 @@ def pod(
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def serving(server: Podium) -> Iterator[Podium]:
-    """Start podium, register the shipped webhook configuration, wait until it is called."""
-    server.start()
-    try:
-        server.register()
-        server.wait_until_called()
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import pytest
 from testbed.controlplane import ApiError, LocalCluster, crd_files
 from testbed.observe import api_path
 from testbed.operators import OperatorPool
-from testbed.podium import Podium, opted_in_namespace
+from testbed.podium import Podium, opted_in_namespace, serving
 
 from ..test_hold import (
     Ungatings,
@@ -144,19 +144,11 @@ def holding_podium(
     with contextlib.suppress(ApiError):
         operator_cluster.create_namespace("podium-system")
     config = "zone-chooser: hold\nrelease-interval-seconds: 1\n"
-    server = Podium(operator_cluster, tmp_path_factory.mktemp("hold-operators"), config=config)
-    server.start()
-    try:
-        name = server.register()["metadata"]["name"]
-        server.wait_until_called()
+    with serving(
+        Podium(operator_cluster, tmp_path_factory.mktemp("hold-operators"), config=config),
+        unregister=True,
+    ) as server:
         yield server
-    finally:
-        server.stop()
-        with contextlib.suppress(ApiError):
-            operator_cluster.request(
-                "DELETE",
-                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
-            )
 
 
 def _live_pods(cluster: LocalCluster, ns: str) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from testbed.controlplane import ApiError, LocalCluster, crd_files
 from testbed.observe import Observation, api_path, observe, summarize
 from testbed.operators import NAMES, OperatorPool
 from testbed.operators.frameworks import FRAMEWORKS
-from testbed.podium import Podium, opted_in_namespace
+from testbed.podium import Podium, opted_in_namespace, serving
 
 from .conftest import enabled_operators, framework_params, needs
 
@@ -103,19 +103,10 @@ def podium_beside_operators(
     operator_cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
     with contextlib.suppress(ApiError):
         operator_cluster.create_namespace("podium-system")  # podium's leader-election lease
-    server = Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators"))
-    server.start()
-    try:
-        name = server.register()["metadata"]["name"]
-        server.wait_until_called()
+    with serving(
+        Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators")), unregister=True
+    ) as server:
         yield server
-    finally:
-        server.stop()
-        with contextlib.suppress(ApiError):
-            operator_cluster.request(
-                "DELETE",
-                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
-            )
 
 
 def _podium_objects(cluster: LocalCluster, namespace: str) -> dict[str, list[dict[str, Any]]]:
