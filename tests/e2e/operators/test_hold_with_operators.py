@@ -30,15 +30,15 @@ from typing import Any
 
 import pytest
 
-from testbed.controlplane import ApiError, LocalCluster, crd_files
+from testbed.controlplane import ApiError, LocalCluster
 from testbed.observe import api_path
-from testbed.operators import NAMES, OperatorPool
+from testbed.operators import OperatorPool
 from testbed.operators.frameworks import FRAMEWORKS
 from testbed.podium import Podium, opted_in_namespace, serving
 
 from ..test_hold import Ungatings, assert_held, delete_pods, gated, pods_of
 from ..test_podium import container, create_concurrently, listed, wait_bound
-from .conftest import enabled_operators, needs
+from .conftest import needs, ready_for_podium
 
 pytestmark = pytest.mark.e2e
 
@@ -237,14 +237,9 @@ def holding_podium(
     operator_pool: OperatorPool,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Podium]:
-    """podium with ``zone-chooser: hold`` (release every second) for ``operator_cluster``. The
-    requested operators (and so their CRDs) are started first, as in the other operator tests:
-    podium retries a kind whose CRD is missing only every 30 s, and until then an adapter that
-    verifies the owner chain (LWS) does not recognise the pods."""
-    operator_pool.ensure([n for n in NAMES if n in enabled_operators()])
-    operator_cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
-    with contextlib.suppress(ApiError):
-        operator_cluster.create_namespace("podium-system")
+    """podium with ``zone-chooser: hold`` (release every second) for ``operator_cluster``, which
+    is made ready for it first (``ready_for_podium``)."""
+    ready_for_podium(operator_cluster, operator_pool)
     config = "zone-chooser: hold\nrelease-interval-seconds: 1\n"
     with serving(
         Podium(operator_cluster, tmp_path_factory.mktemp("hold-operators"), config=config),
