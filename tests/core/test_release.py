@@ -11,7 +11,20 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import NodeBuilder, PodBuilder, namespace
+from tests.builders import NodeBuilder, PodBuilder, namespace, template
+from tests.core.adapters import (
+    child_job,
+    cpu_template,
+    jobset,
+    jobset_pod,
+    kubeflow_job,
+    leaderworkerset,
+    lws_pod,
+    mpi_worker_pod,
+    mpijob,
+    statefulset,
+    uid,
+)
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, mutation, policies, release
 from webhook.core.settings import NoFit, Placement, Settings, TooBig, ZoneChooser
@@ -351,3 +364,149 @@ def test_an_admin_releases_a_gang_now_out_of_turn(
     assert (r.held.gang.owner.name, r.zone, r.reason, r.by) == ("mine", zone, "admin", "alice")
     assert "released by alice" in r.detail and len(r.pods) == 4
     assert [w.held.gang.owner.name for w in p.waits] == ["older"]
+
+
+# -- readiness: elastic and staged starts ----------------------------------------------------
+
+
+def held(pods: list[dict[str, Any]], key: str, at: datetime) -> list[dict[str, Any]]:
+    """``pods`` as podium's admission leaves them in ``hold`` mode, created at ``at``."""
+    out = []
+    for pod in pods:
+        meta = pod["metadata"]
+        meta.setdefault("name", f"{meta.get('generateName', 'pod-')}{len(out)}")
+        after = mutation.hold(pod, gang_key=key).pod
+        after["metadata"]["creationTimestamp"] = at.isoformat().replace("+00:00", "Z")
+        out.append(after)
+    return out
+
+
+def elastic_job(at: datetime, present: int) -> tuple[list[dict[str, Any]], str]:
+    """A PyTorchJob of 4 × 8-GPU workers, ``elasticPolicy`` 2..4; ``present`` workers exist."""
+    pj = kubeflow_job("PyTorchJob", "elastic", {"Worker": (4, template(8))}, uid=uid(31))
+    pj["spec"]["elasticPolicy"] = {"minReplicas": 2, "maxReplicas": 4}
+    key = pj["metadata"]["uid"]
+    return [pj, *held([pytorch_pod(pj, "worker", i).obj() for i in range(present)], key, at)], key
+
+
+def mpi_job(at: datetime, present: int) -> tuple[list[dict[str, Any]], str]:
+    """An MPIJob of 4 × 8-GPU workers and a launcher created once they are ready."""
+    mj = mpijob("pi", workers=4, uid=uid(32))
+    mj["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    key = mj["metadata"]["uid"]
+    return [mj, *held([mpi_worker_pod(mj, i).obj() for i in range(present)], key, at)], key
+
+
+def in_order_jobset(at: datetime, present: int) -> tuple[list[dict[str, Any]], str]:
+    """A JobSet started in order: one 8-GPU leader, then 3 × 8-GPU workers."""
+    js = jobset(
+        "ordered", [("leader", 1, 1, template(8)), ("workers", 1, 3, template(8))], uid=uid(33)
+    )
+    js["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    child = child_job(js, "leader", 0, uid=uid(34))
+    pods = [jobset_pod(js, child, "leader", 0, i).obj() for i in range(present)]
+    return [js, child, *held(pods, js["metadata"]["uid"], at)], js["metadata"]["uid"]
+
+
+def depends_on_jobset(at: datetime, present: int) -> tuple[list[dict[str, Any]], str]:
+    """A JobSet whose 4 × 8-GPU nodes wait for a CPU initializer (``dependsOn``)."""
+    js = jobset(
+        "initialised", [("init", 1, 1, cpu_template()), ("node", 1, 4, template(8))], uid=uid(35)
+    )
+    js["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "init", "status": "Complete"}]
+    child = child_job(js, "init", 0, uid=uid(36))
+    pods = [jobset_pod(js, child, "init", 0, i, gpu=0).obj() for i in range(present)]
+    return [js, child, *held(pods, js["metadata"]["uid"], at)], js["metadata"]["uid"]
+
+
+def leader_ready_lws(at: datetime, present: int) -> tuple[list[dict[str, Any]], str]:
+    """Group 0 of an LWS of groups of 3 × 8 GPUs whose workers come once the leader is ready."""
+    lws = leaderworkerset("vllm", size=3, uid=uid(37))
+    lws["spec"]["startupPolicy"] = "LeaderReady"
+    sts = statefulset("vllm", lws, uid=uid(38))
+    key = f"{lws['metadata']['uid']}-g0"
+    return [lws, sts, *held([lws_pod(lws, sts, 0, 0).obj()][:present], key, at)], key
+
+
+#: framework → (its job with ``present`` first-stage pods held, first stage, whole gang, why)
+STAGED = {
+    "elastic-pytorchjob": (
+        elastic_job,
+        2,
+        4,
+        "elastic: runs with elasticPolicy.minReplicas 2 workers",
+    ),
+    "mpijob-wait-for-workers": (
+        mpi_job,
+        4,
+        5,
+        "launcherCreationPolicy WaitForWorkersReady: the launcher follows its workers",
+    ),
+    "jobset-in-order": (in_order_jobset, 1, 4, "startupPolicyOrder InOrder: leader start(s) first"),
+    "jobset-depends-on": (depends_on_jobset, 1, 5, "dependsOn: init start(s) first"),
+    "lws-leader-ready": (
+        leader_ready_lws,
+        1,
+        3,
+        "startupPolicy LeaderReady: the workers follow their leader",
+    ),
+}
+
+
+@pytest.mark.parametrize("framework", list(STAGED))
+def test_a_staged_or_elastic_gang_is_decided_once_its_first_stage_exists(
+    framework: str, now: datetime
+) -> None:
+    """Ready with the first stage alone (read from the job, not after a stable pass), and fitted
+    with the whole gang's demand: zone-c, the only zone that holds it all, though best-fit would
+    put the first stage alone into a smaller zone."""
+    make, first, whole, _ = STAGED[framework]
+    objects, key = make(now, first)
+    p = plan([*cluster(), *objects], now)
+    assert names(p) == [(objects[0]["metadata"]["name"], "zone-c", "best-fit")], p.waits
+    (r,) = p.releases
+    assert r.held.key == key and len(r.pods) == first
+    assert release.size_of(r.held.gang) == whole > first
+
+
+@pytest.mark.parametrize("framework", [f for f, s in STAGED.items() if s[1] > 1])
+def test_a_staged_or_elastic_gang_waits_for_all_of_its_first_stage(
+    framework: str, now: datetime
+) -> None:
+    make, first, _, why = STAGED[framework]
+    objects, _ = make(now, first - 1)
+    counts = {w.held.key: len(w.held.held) for w in plan([*cluster(), *objects], now).waits}
+    # Not even once the count held for a pass: the job says how many pods to wait for.
+    p = plan([*cluster(), *objects], now, stable=counts)
+    assert p.releases == ()
+    (w,) = p.waits
+    assert (w.position, w.why) == (0, f"waiting for its pods: {first - 1} of {first} exist ({why})")
+
+
+@pytest.mark.parametrize(
+    ("framework", "room"),
+    [
+        ("elastic-pytorchjob", 8),
+        ("jobset-in-order", 8),
+        ("jobset-depends-on", 8),
+        ("lws-leader-ready", 16),
+    ],
+)
+def test_the_later_stages_keep_their_room_until_they_come(
+    framework: str, room: int, now: datetime
+) -> None:
+    """Released with its first stage, which then binds: in a later pass the GPU pods still to
+    come keep their room in the gang's zone (5 nodes of zone-c; zone-a and zone-b taken), so a
+    gang bigger than the ``room`` they leave waits while one that size fits; past the
+    reservation window only the bound pods count. (MPI's launcher needs no GPU.)"""
+    make, first, _, _ = STAGED[framework]
+    objects, _ = make(now, first)
+    base = [*cluster(c=5), *hogs("a", range(1)), *hogs("b", range(2)), *objects]
+    after = apply(base, plan(base, now))
+    soon = now + timedelta(seconds=2)
+    fits = held_job("fits", room // 8, now + timedelta(seconds=1))
+    too_big = held_job("too-big", room // 8 + 1, now + timedelta(seconds=1))
+    assert names(plan([*after, *too_big], soon)) == []
+    assert names(plan([*after, *fits], soon)) == [("fits", "zone-c", "best-fit")]
+    later = now + timedelta(seconds=HOLD.reservation_seconds + 1)
+    assert names(plan([*after, *too_big], later)) == [("too-big", "zone-c", "best-fit")]

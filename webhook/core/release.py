@@ -9,10 +9,17 @@ plan out. The rules, in the order they apply:
 * **Completion.** A gang with a record naming a zone and some pod already released is committed
   to that zone: every pod still gated is released into it at once, without a fit check (a leader
   that died half-way through a release leaves exactly this, and the next pass finishes it).
-* **Ready.** A gang is decided only when the pods it needs exist (held + released, not finished,
-  at least the gang's size from its job). For a gang whose size the job cannot state exactly
-  (elastic, staged starts, a guessed size: ``podgroups.unfit``), the pods present are taken once
-  their count has not changed since the previous pass (``stable``).
+* **Ready.** A gang is decided only when the pods it needs exist (held + released, not
+  finished; ``needed``): its size read from the job, or — for an elastic job or a staged start
+  (``adapters.first_stage``) — the pods its operator creates first: an elastic PyTorchJob's
+  ``elasticPolicy.minReplicas`` workers, MPI's workers under ``WaitForWorkersReady`` (the
+  launcher comes once they are ready), JobSet's first replicated job under ``InOrder`` or those
+  without ``dependsOn``, an LWS group's leader under ``LeaderReady``. Its whole demand is still
+  what must fit, and once released the pods still to come keep their room in its zone
+  (``_unborn``) until they are created and bind. Where the job cannot tell (a guessed size, an
+  autoscaled RayCluster, a Volcano job: ``podgroups.unfit``), or a gang decided before has no
+  pod left running (its first stage finished), the pods present are taken once their count has
+  not changed since the previous pass (``stable``).
 * **Fit, node by node.** On the nodes of a zone the gang's pods may use (``candidate_zones`` of
   one held pod's constraint), minus bound pods (the view), first the pods already heading there
   (released, not yet bound: they reserve room until they bind, finish or go) and the gangs this
@@ -38,8 +45,18 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from webhook.core import adapters, engine, labels, mutation, podgroups, policies, records, zones
-from webhook.core.adapters.base import Gang, PodGroup
+from webhook.core import (
+    adapters,
+    engine,
+    labels,
+    mutation,
+    podgroups,
+    policies,
+    records,
+    resources,
+    zones,
+)
+from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, uid_of
 from webhook.core.objects import Obj, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
@@ -174,7 +191,7 @@ def plan(
     gangs = [h for h in held_gangs(view, settings) if only is None or h.key in only]
     if not gangs:
         return Plan((), (), {})
-    heading = _heading(view)
+    heading = _heading(view, settings, now)
     releases: list[Release] = []
     waits: list[Wait] = []
     head: str | None = None
@@ -188,8 +205,9 @@ def plan(
             if admin.zone is not None:
                 heading.setdefault(admin.zone, []).extend(held.gang.demand)
             continue
-        if not _ready(held, view, stable or {}):
-            waits.append(_not_ready(held))
+        need = needed(held, view)
+        if not _ready(held, need, stable or {}):
+            waits.append(_not_ready(held, need))
             continue
         fit = _Fit.of(held, view, settings, heading)
         fitting = {z: c for z, c in fit.zones.items() if c.fits and z != head}
@@ -223,23 +241,41 @@ def size_of(gang: Gang) -> int:
     return sum(g.count for g in gang.demand)
 
 
-def _ready(held: HeldGang, view: ClusterView, stable: Mapping[str, int]) -> bool:
-    present = len(held.held) + len(held.released)
-    if present >= size_of(held.gang):
-        return True
+def needed(held: HeldGang, view: ClusterView) -> Stage | None:
+    """The pods that must exist before the gang's zone is decided: all of them (its size read
+    from the job), or the first stage its operator creates before the rest
+    (``adapters.first_stage``: an elastic job's minimum, a staged start's first pods). None when
+    the job cannot tell: its size guessed, the job not in the view, or a job whose pods come and
+    go (an autoscaled RayCluster, a Volcano job: ``podgroups.unfit``)."""
     gang = held.gang
     job = view.get(gang.owner.api_version, gang.owner.kind, held.namespace, gang.owner.name)
-    exact = podgroups.unfit(gang, held.held[0].as_object(), job) is None
-    return not exact and stable.get(held.key) == len(held.held)
+    if job is None or uid_of(job) != gang.owner.uid or gang.demand_source != "job":
+        return None
+    size = size_of(gang)
+    if (stage := adapters.first_stage(job)) is not None:
+        return Stage(min(stage.pods, size), stage.why)
+    if podgroups.unfit(gang, held.held[0].as_object(), job) is not None:
+        return None
+    return Stage(size, "")
 
 
-def _not_ready(held: HeldGang) -> Wait:
+def _ready(held: HeldGang, need: Stage | None, stable: Mapping[str, int]) -> bool:
+    """The pods the gang needs exist (``needed``). Where the job cannot tell how many that is, or
+    the gang was decided before and none of its pods runs any more (a first stage that finished:
+    its later pods are held again), the pods present once their count held for a pass."""
     present = len(held.held) + len(held.released)
-    return Wait(
-        held=held,
-        why=f"waiting for its pods: {present} of {size_of(held.gang)} exist",
-        position=0,
-    )
+    if present >= (need.pods if need is not None else size_of(held.gang)):
+        return True
+    still = stable.get(held.key) == len(held.held)
+    return still and (need is None or held.record is not None)
+
+
+def _not_ready(held: HeldGang, need: Stage | None) -> Wait:
+    present = len(held.held) + len(held.released)
+    why = f"waiting for its pods: {present} of {need.pods if need else size_of(held.gang)} exist"
+    if need is not None and need.why:
+        why += f" ({need.why})"
+    return Wait(held=held, why=why, position=0)
 
 
 # -- fit -------------------------------------------------------------------------------------
@@ -317,15 +353,71 @@ def _zone_fit(
     return _ZoneFit(fits, left, zones.pack_into(demand, empty, primary))
 
 
-def _heading(view: ClusterView) -> dict[str, list[PodGroup]]:
-    """Per zone, the pods released into it (podium's zone label, no gate) that are not bound
-    yet: they will take room there, so the releaser counts it as taken."""
+def _heading(view: ClusterView, settings: Settings, now: datetime) -> dict[str, list[PodGroup]]:
+    """Per zone, the pods that will take room there, so the releaser counts it as taken: those
+    released into it (podium's zone label, no gate) that are not bound yet, and those of a gang
+    released into it that are not created yet (``_unborn``)."""
     out: dict[str, list[PodGroup]] = {}
     for namespace, key in set(view.gangs()):
-        for pod in view.pod_summaries(namespace, {labels.JOB: key}):
+        pods = list(view.pod_summaries(namespace, {labels.JOB: key}))
+        for pod in pods:
             zone = pod.labels.get(labels.ZONE)
             if zone and pod.pending and not pod.gated:
                 out.setdefault(zone, []).append(PodGroup(1, pod.requests))
+        for zone, groups in _unborn(view, settings, now, namespace, key, pods).items():
+            out.setdefault(zone, []).extend(groups)
+    return out
+
+
+def _unborn(
+    view: ClusterView,
+    settings: Settings,
+    now: datetime,
+    namespace: str,
+    key: str,
+    pods: Sequence[PodSummary],
+) -> dict[str, list[PodGroup]]:
+    """The pods of a released gang that its operator has not created yet — the later stages
+    of a staged start (MPI's launcher, LWS's workers, JobSet's later replicated jobs) — in the
+    zone it was released into: room kept for them until they come and bind. Only while some pod
+    of the gang runs or waits there (a gang all of whose pods finished or went keeps nothing)
+    and for ``reservation-seconds`` after the decision, like admission's reservations
+    (``ClusterView.reserved``). Pods of any phase count as created."""
+    alive = [p for p in pods if not p.gated and p.phase not in TERMINAL_PHASES]
+    zone = next((z for p in alive if (z := p.labels.get(labels.ZONE))), None)
+    owner = job_of_gang(key, view) if zone else {}
+    if not zone or not owner:
+        return {}
+    name = labels.object_name(str(owner["kind"]), str(owner["name"]), key)
+    obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
+    record = records.read_record(obj, key)
+    decided = parse_time(record.decided_at) if record is not None else None
+    if record is None or record.zone != zone or decided is None:
+        return {}
+    if (now - decided).total_seconds() > settings.reservation_seconds:
+        return {}
+    created: resources.Resources = {}
+    for pod in pods:
+        created = resources.add(created, pod.requests)
+    if all(created.get(k, 0) >= v for k, v in record.demand.items()):
+        return {}  # every pod the record stands for exists: nothing to keep room for
+    gang = adapters.recognise(alive[0].as_object(), namespace, view)
+    if gang is None or gang.key != key:
+        return {}
+    return {zone: _missing(gang.demand, pods)}
+
+
+def _missing(demand: Sequence[PodGroup], pods: Sequence[PodSummary]) -> list[PodGroup]:
+    """The groups of ``demand`` less one pod per pod present with the same requests."""
+    present = [p.requests for p in pods]
+    out = []
+    for group in demand:
+        count = group.count
+        while count and group.requests in present:
+            present.remove(group.requests)
+            count -= 1
+        if count:
+            out.append(PodGroup(count, group.requests))
     return out
 
 

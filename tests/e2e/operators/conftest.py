@@ -9,13 +9,14 @@ demand and stops them at the end of the session.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
 
-from testbed.controlplane import ZONES, LocalCluster
+from testbed.controlplane import ZONES, ApiError, LocalCluster, crd_files
 from testbed.operators import NAMES, OperatorPool
 from testbed.operators.frameworks import FRAMEWORKS
 
@@ -57,3 +58,15 @@ def operator_pool(
 ) -> Iterator[OperatorPool]:
     with OperatorPool(operator_cluster, tmp_path_factory.mktemp("operators")) as pool:
         yield pool
+
+
+def ready_for_podium(cluster: LocalCluster, pool: OperatorPool) -> None:
+    """What podium finds on a cluster where it is installed beside the operators: the requested
+    operators running (so their CRDs exist: podium retries a kind whose CRD is missing only
+    every 30 s, and until then an adapter that verifies the owner chain, LWS, does not recognise
+    the pods), Cilium's policy CRDs (so it writes its policies), and its own namespace (for the
+    leader-election lease)."""
+    pool.ensure([n for n in NAMES if n in enabled_operators()])
+    cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
+    with contextlib.suppress(ApiError):
+        cluster.create_namespace("podium-system")

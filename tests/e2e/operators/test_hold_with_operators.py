@@ -2,12 +2,22 @@
 
 The operator creates the pods; podium admits each one behind its gate and the releaser lets the
 gang go whole into one zone once there is room. The operator cluster's zones hold 8, 16 and 64
-GPUs; "other work" is plain pods (no training job: podium leaves them alone) filling zone-c, so a
-job of 4 × 8 GPUs fits nowhere until they go. While it waits: no pod of the job has a node (0 GPUs
-held), every pod shows SchedulingGated, and the job has a ``GangHeld`` Event saying why. Once
-zone-c is free again all its pods bind there, and the apiserver's resourceVersions show the job's
-policy was written before any of its pods was ungated. Opt-in like the other operator tests:
-``PODIUM_E2E_OPERATORS=trainingoperator,mpioperator,jobset`` (or ``all``).
+GPUs; "other work" is plain pods (no training job: podium leaves them alone) filling zone-c (and
+zone-b, for a job small enough to fit there), so the job fits nowhere until zone-c's go. While it
+waits: no pod of the job has a node (0 GPUs held, read from the apiserver), every pod shows
+SchedulingGated, and the job has a ``GangHeld`` Event saying why. Once zone-c is free again all
+its pods bind there, and the apiserver's resourceVersions show each gang's record and policy were
+written before any of its pods was ungated.
+
+Staged and elastic starts (``release.needed``): an MPIJob with ``WaitForWorkersReady`` is held
+with its workers alone (the launcher comes once they run); an LWS with ``LeaderReady`` with its
+two leaders (each group is a gang of its own: ``adapters.lws``), the workers following; an elastic
+PyTorchJob (``minReplicas`` 2) with its 2 workers, scaled to 4 once it runs. The pods created
+after the release follow the recorded zone at admission, ungated (reason ``recorded``).
+
+Each run prints a ``TABLE`` row (framework, operator, bound while held, zone, seconds from room
+free to all bound, the resourceVersion order). Opt-in like the other operator tests:
+``PODIUM_E2E_OPERATORS=trainingoperator,mpioperator,jobset,trainer,lws`` (or ``all``).
 """
 
 from __future__ import annotations
@@ -20,27 +30,22 @@ from typing import Any
 
 import pytest
 
-from testbed.controlplane import ApiError, LocalCluster, crd_files
+from testbed.controlplane import ApiError, LocalCluster
 from testbed.observe import api_path
 from testbed.operators import OperatorPool
+from testbed.operators.frameworks import FRAMEWORKS
 from testbed.podium import Podium, opted_in_namespace, serving
 
-from ..test_hold import (
-    Ungatings,
-    assert_held,
-    delete_pods,
-    gated,
-    pods_of,
-    policy_and_record_revisions,
-)
+from ..test_hold import Ungatings, assert_held, delete_pods, gated, pods_of
 from ..test_podium import container, create_concurrently, listed, wait_bound
-from .conftest import needs
+from .conftest import needs, ready_for_podium
 
 pytestmark = pytest.mark.e2e
 
 GPUS = 8
 REASON = "podium.dev/reason"
 ZONE = "podium.dev/zone"
+JOB = "podium.dev/job"
 
 
 def _template(gpus: int, *, name: str = "main", **spec: Any) -> dict[str, Any]:
@@ -112,20 +117,113 @@ def jobset(name: str) -> dict[str, Any]:
     }
 
 
+def trainjob(name: str) -> dict[str, Any]:
+    """A TrainJob (Trainer v2) of 4 nodes × 8 GPUs on the ``torch-distributed`` runtime: Trainer
+    makes it a JobSet."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": "torch-distributed",
+            },
+            "trainer": {"numNodes": 4, "resourcesPerNode": {"limits": {"nvidia.com/gpu": GPUS}}},
+        },
+    }
+
+
+def leaderworkerset(name: str) -> dict[str, Any]:
+    """An LWS of two groups of 3 × 8 GPUs whose workers LWS creates only once the group's leader
+    is ready (``LeaderReady``): each group is a gang, held with its leader alone."""
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 2,
+            "startupPolicy": "LeaderReady",
+            "leaderWorkerTemplate": {"size": 3, "workerTemplate": _template(GPUS)},
+        },
+    }
+
+
+def elastic_pytorchjob(name: str) -> dict[str, Any]:
+    """An elastic PyTorchJob: 2 workers of 8 GPUs, ``minReplicas`` 2, ``maxReplicas`` 4."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {
+            "elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": 2, "maxReplicas": 4},
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": 2,
+                    "restartPolicy": "OnFailure",
+                    "template": _template(GPUS, name="pytorch"),
+                }
+            },
+        },
+    }
+
+
+def scale_to_4(cluster: LocalCluster, ns: str, job: dict[str, Any]) -> None:
+    """Scale the elastic PyTorchJob's workers 2 → 4 (what an HPA would write)."""
+    cluster.request(
+        "PATCH",
+        api_path(job["apiVersion"], job["kind"], ns, job["metadata"]["name"]),
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def torch_runtime(cluster: LocalCluster, pool: OperatorPool) -> None:
+    """Trainer's ``torch-distributed`` ClusterTrainingRuntime, from its build, once."""
+    runtime = FRAMEWORKS["trainjob"].make(pool.builds)[0]
+    with contextlib.suppress(ApiError):  # there already
+        cluster.request("POST", api_path(runtime["apiVersion"], runtime["kind"], None), runtime)
+
+
 @dataclass(frozen=True)
 class Case:
     operators: tuple[str, ...]
     make: Callable[[str], dict[str, Any]]
-    #: the gang: pods holding GPUs, all created before any is released
+    #: the operator that creates the pods (the table's column)
+    operator: str
+    #: pods holding GPUs that exist before the gang is released (its first stage)
     gpu_pods: int = 4
-    #: pods the operator creates only once the gang runs (MPI's launcher)
+    #: pods the operator creates only once the gang runs (MPI's launcher, LWS's workers) or is
+    #: scaled (``scale``)
     later: int = 0
+    #: gangs in the job (LWS: one per group)
+    gangs: int = 1
+    #: zones filled with other work while the job is submitted (only zone-c is freed)
+    full: tuple[str, ...] = ("zone-c",)
+    #: what to do once the gang runs (scale an elastic job)
+    scale: Callable[[LocalCluster, str, dict[str, Any]], None] | None = None
+    #: what the operator needs first (a runtime)
+    setup: Callable[[LocalCluster, OperatorPool], None] | None = None
 
 
 CASES = {
-    "pytorchjob": Case(("trainingoperator",), pytorchjob),
-    "jobset": Case(("jobset",), jobset),
-    "mpijob": Case(("mpioperator",), mpijob, later=1),
+    "pytorchjob": Case(("trainingoperator",), pytorchjob, "training-operator v1.9.4"),
+    "jobset": Case(("jobset",), jobset, "JobSet v0.12.0"),
+    "mpijob": Case(("mpioperator",), mpijob, "mpi-operator v0.8.0", later=1),
+    "trainjob": Case(
+        ("jobset", "trainer"), trainjob, "Trainer v2.3.0 + JobSet v0.12.0", setup=torch_runtime
+    ),
+    "leaderworkerset": Case(("lws",), leaderworkerset, "LWS v0.9.0", gpu_pods=2, later=4, gangs=2),
+    "pytorchjob-elastic": Case(
+        ("trainingoperator",),
+        elastic_pytorchjob,
+        "training-operator v1.9.4",
+        gpu_pods=2,
+        later=2,
+        full=("zone-b", "zone-c"),
+        scale=scale_to_4,
+    ),
 }
 
 
@@ -139,10 +237,9 @@ def holding_podium(
     operator_pool: OperatorPool,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Podium]:
-    """podium with ``zone-chooser: hold`` (release every second) for ``operator_cluster``."""
-    operator_cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
-    with contextlib.suppress(ApiError):
-        operator_cluster.create_namespace("podium-system")
+    """podium with ``zone-chooser: hold`` (release every second) for ``operator_cluster``, which
+    is made ready for it first (``ready_for_podium``)."""
+    ready_for_podium(operator_cluster, operator_pool)
     config = "zone-chooser: hold\nrelease-interval-seconds: 1\n"
     with serving(
         Podium(operator_cluster, tmp_path_factory.mktemp("hold-operators"), config=config),
@@ -157,26 +254,35 @@ def _live_pods(cluster: LocalCluster, ns: str) -> list[dict[str, Any]]:
     ]
 
 
-def _requests_gpu(pod: dict[str, Any]) -> bool:
-    return any(
-        "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+def _gpus(pod: dict[str, Any]) -> int:
+    return sum(
+        int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
         for c in pod["spec"]["containers"]
     )
 
 
-def fill_zone_c(cluster: LocalCluster, ns: str) -> list[str]:
-    """Other work (plain pods) on all of zone-c's 64 GPUs; their names."""
+def _requests_gpu(pod: dict[str, Any]) -> bool:
+    return _gpus(pod) > 0
+
+
+def fill(cluster: LocalCluster, ns: str, zone: str) -> list[str]:
+    """Other work (plain pods) on every GPU of ``zone``; their names."""
+    nodes = [
+        n
+        for n in cluster.request("GET", "/api/v1/nodes")["items"]
+        if n["metadata"]["labels"].get("topology.kubernetes.io/zone") == zone
+    ]
     pods = [
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"other-{i}", "namespace": ns},
+            "metadata": {"name": f"other-{zone}-{i}", "namespace": ns},
             "spec": {
                 "containers": [container(GPUS)],
-                "nodeSelector": {"topology.kubernetes.io/zone": "zone-c"},
+                "nodeSelector": {"topology.kubernetes.io/zone": zone},
             },
         }
-        for i in range(8)
+        for i in range(len(nodes))
     ]
     names = [p["metadata"]["name"] for p in create_concurrently(cluster, pods)]
     wait_bound(cluster, ns, names)
@@ -198,6 +304,28 @@ def submit(cluster: LocalCluster, ns: str, job: dict[str, Any]) -> dict[str, Any
     return created
 
 
+def revisions_per_gang(
+    cluster: LocalCluster, ns: str, pods: list[dict[str, Any]], ungated: dict[str, int]
+) -> dict[str, tuple[int, int, int]]:
+    """Per gang (podium's job label on its released pods): the resourceVersions of its decision
+    record, of its policy and of the first write that ungated one of its pods, as the apiserver
+    has them (etcd revisions order every write)."""
+
+    def by_gang(api_version: str, kind: str) -> dict[str, int]:
+        return {
+            o["metadata"]["labels"][JOB]: int(o["metadata"]["resourceVersion"])
+            for o in listed(cluster, api_version, kind, ns)
+            if JOB in o["metadata"].get("labels", {})
+        }
+
+    records, policies = by_gang("v1", "ConfigMap"), by_gang("cilium.io/v2", "CiliumNetworkPolicy")
+    out = {}
+    for key in {p["metadata"]["labels"][JOB] for p in pods}:
+        members = [p["metadata"]["name"] for p in pods if p["metadata"]["labels"][JOB] == key]
+        out[key] = (records[key], policies[key], min(ungated[n] for n in members))
+    return out
+
+
 @pytest.mark.parametrize("name", _params())
 def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
     name: str,
@@ -208,10 +336,12 @@ def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
     case = CASES[name]
     operator_pool.ensure(case.operators)
     cluster = operator_cluster
+    if case.setup is not None:
+        case.setup(cluster, operator_pool)
     with opted_in_namespace(cluster, f"hold-{name}") as ns:
-        other = fill_zone_c(cluster, ns)
+        others = {zone: fill(cluster, ns, zone) for zone in case.full}
+        other = [n for names in others.values() for n in names]
         job = submit(cluster, ns, case.make(f"wide-{name}"))
-        job_name = job["metadata"]["name"]
 
         def gang() -> list[dict[str, Any]]:
             return [p for p in _live_pods(cluster, ns) if p["metadata"]["name"] not in other]
@@ -221,15 +351,16 @@ def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
             lambda: len([p for p in gang() if _requests_gpu(p)]) >= case.gpu_pods,
             timeout=120,
         )
-        time.sleep(3)  # whatever else the operator creates before the gang runs (a launcher)
+        time.sleep(3)  # whatever else the operator creates before the gang runs (none, if held)
         names = sorted(p["metadata"]["name"] for p in gang())
         created = pods_of(cluster, ns, names)
-        print("held:", [(p["metadata"]["name"], _requests_gpu(p)) for p in created])
-        assert len([p for p in created if _requests_gpu(p)]) == case.gpu_pods, names
+        print("held:", [(p["metadata"]["name"], _gpus(p)) for p in created])
+        assert len(created) == case.gpu_pods, names  # the first stage alone, nothing later
         reasons = {p["metadata"]["annotations"].get(REASON) for p in created}
         assert reasons == {"held"}, [p["metadata"].get("annotations") for p in created]
         assert_held(cluster, ns, names)
-        assert not [p["metadata"]["name"] for p in gang() if p["spec"].get("nodeName")]
+        bound_while_held = [p for p in gang() if p["spec"].get("nodeName")]
+        assert not bound_while_held, [p["metadata"]["name"] for p in bound_while_held]
         cluster.wait_for(
             "a GangHeld event", lambda: bool(gang_held_events(cluster, ns)), timeout=30
         )
@@ -240,7 +371,7 @@ def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
         ungatings = Ungatings(cluster, ns)
         try:
             room_free = time.monotonic()
-            delete_pods(cluster, ns, other)
+            delete_pods(cluster, ns, others["zone-c"])
             zones = wait_bound(cluster, ns, names, timeout=120)
             took = time.monotonic() - room_free
             cluster.wait_for(
@@ -251,32 +382,48 @@ def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
         finally:
             ungatings.stop()
         assert set(zones.values()) == {"zone-c"}, zones
-        policy_rv, record_rv = policy_and_record_revisions(cluster, ns, job_name)
-        first_release = min(ungatings.seen[n] for n in names)
-        assert record_rv < policy_rv < first_release, (record_rv, policy_rv, ungatings.seen)
+        released = pods_of(cluster, ns, names)
+        revisions = revisions_per_gang(cluster, ns, released, ungatings.seen)
+        assert len(revisions) == case.gangs, revisions
+        for key, (record_rv, policy_rv, first_release) in revisions.items():
+            assert record_rv < policy_rv < first_release, (key, revisions, ungatings.seen)
+        evidence = "; ".join(f"{r} < {p} < {u}" for r, p, u in revisions.values())
         print(
             f"hold with {name}: held {len(names)} pods, 0 bound; room free → all bound in "
-            f"{sorted(set(zones.values()))} in {took:.1f}s; record rv {record_rv} < policy rv "
-            f"{policy_rv} < first ungating rv {first_release}"
+            f"{sorted(set(zones.values()))} in {took:.1f}s; record rv < policy rv < first "
+            f"ungating rv: {evidence}"
         )
-        if case.later:
-            cluster.wait_for(
-                "the operator's later pods",
-                lambda: (
-                    len([p for p in _live_pods(cluster, ns) if p["metadata"]["name"] not in names])
-                    >= case.later
-                ),
-                timeout=120,
-            )
-            later = [p for p in _live_pods(cluster, ns) if p["metadata"]["name"] not in names]
-            for pod in later:
-                pod_name = pod["metadata"]["name"]
-                annotations = pod["metadata"].get("annotations", {})
-                print("later:", pod_name, annotations.get(REASON), annotations.get(ZONE))
-                assert annotations.get(REASON) == "recorded", (pod_name, annotations)
-                assert annotations.get(ZONE) == "zone-c", (pod_name, annotations)
-                assert not gated(pod), pod_name
-            wait_bound(cluster, ns, [p["metadata"]["name"] for p in later], timeout=60)
+        later = _later_pods(cluster, ns, case, job, names + other) if case.later else []
+        print(
+            f"TABLE | {name} | {case.operator} | 0 of {len(names)} pods, 0 GPUs | "
+            f"{'/'.join(sorted(set(zones.values())))} | {took:.1f} | "
+            f"record < policy < first ungating (rv): {evidence} | later: {later}"
+        )
+
+
+def _later_pods(
+    cluster: LocalCluster, ns: str, case: Case, job: dict[str, Any], known: list[str]
+) -> str:
+    """The pods the operator creates once the gang runs (or is scaled): each follows the
+    recorded zone at admission, ungated, and binds there."""
+    if case.scale is not None:
+        case.scale(cluster, ns, job)
+
+    def later() -> list[dict[str, Any]]:
+        return [p for p in _live_pods(cluster, ns) if p["metadata"]["name"] not in known]
+
+    cluster.wait_for("the operator's later pods", lambda: len(later()) >= case.later, timeout=120)
+    pods = later()
+    for pod in pods:
+        pod_name = pod["metadata"]["name"]
+        annotations = pod["metadata"].get("annotations", {})
+        print("later:", pod_name, annotations.get(REASON), annotations.get(ZONE))
+        assert annotations.get(REASON) == "recorded", (pod_name, annotations)
+        assert annotations.get(ZONE) == "zone-c", (pod_name, annotations)
+        assert not gated(pod), pod_name
+    zones = wait_bound(cluster, ns, [p["metadata"]["name"] for p in pods], timeout=60)
+    assert set(zones.values()) == {"zone-c"}, zones
+    return f"{len(pods)} recorded, ungated, bound in zone-c"
 
 
 @needs("trainingoperator")

@@ -10,7 +10,6 @@ Opt-in like the smoke tests: ``PODIUM_E2E_OPERATORS=all`` (or a comma list of bu
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from testbed.controlplane import ApiError, LocalCluster, crd_files
+from testbed.controlplane import LocalCluster
 from testbed.observe import Observation, api_path, observe, summarize
-from testbed.operators import NAMES, OperatorPool
+from testbed.operators import OperatorPool
 from testbed.operators.frameworks import FRAMEWORKS
 from testbed.podium import Podium, opted_in_namespace, serving
 
-from .conftest import enabled_operators, framework_params, needs
+from .conftest import framework_params, needs, ready_for_podium
 
 pytestmark = pytest.mark.e2e
 
@@ -99,10 +98,7 @@ def podium_beside_operators(
     The requested operators (and so their CRDs) are started first, as on a cluster where podium
     is installed beside them: podium retries a kind whose CRD is missing only every 30 s, and
     until then an adapter that verifies the owner chain (LWS) does not recognise the pods."""
-    operator_pool.ensure([n for n in NAMES if n in enabled_operators()])
-    operator_cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
-    with contextlib.suppress(ApiError):
-        operator_cluster.create_namespace("podium-system")  # podium's leader-election lease
+    ready_for_podium(operator_cluster, operator_pool)
     with serving(
         Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators")), unregister=True
     ) as server:

@@ -9,10 +9,17 @@ first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from webhook.core.adapters import jobset, kuberay, lws, mpi, trainingoperator, volcano
-from webhook.core.adapters.base import WORLD_SIZE_ENV, Adapter, Gang, Kind, is_label_value
+from webhook.core.adapters.base import (
+    WORLD_SIZE_ENV,
+    Adapter,
+    Gang,
+    Kind,
+    Stage,
+    is_label_value,
+)
 from webhook.core.objects import Obj, is_mapping
 from webhook.core.view import ClusterView, Kept
 
@@ -36,6 +43,24 @@ KEPT = Kept(
     env=frozenset(WORLD_SIZE_ENV).union(*(a.reads.pod_env for a in ADAPTERS)),
     indexed_labels=frozenset().union(*(a.reads.member_labels for a in ADAPTERS)),
 )
+
+
+#: Each framework's staged or elastic start (``base.Stage``), asked in turn about a job object.
+FIRST_STAGES: Sequence[Callable[[Obj], Stage | None]] = (
+    trainingoperator.first_stage,
+    mpi.first_stage,
+    jobset.first_stage,
+    lws.first_stage,
+)
+
+
+def first_stage(job: Obj) -> Stage | None:
+    """The pods of ``job``'s gang its operator creates first, when it does not create them all at
+    once or the job is elastic; None when it does (or the job is none an adapter knows)."""
+    for stage_of in FIRST_STAGES:
+        if (stage := stage_of(job)) is not None:
+            return stage
+    return None
 
 
 def recognise(pod: Obj, namespace: str, view: ClusterView) -> Gang | None:

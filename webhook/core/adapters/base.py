@@ -130,6 +130,19 @@ class Gang:
         return f"{self.owner.kind}/{self.owner.name}"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stage:
+    """The pods of a gang that its operator creates before any other: the first stage of a staged
+    start (MPI ``WaitForWorkersReady``, JobSet ``InOrder``/``dependsOn``, LWS ``LeaderReady``),
+    or the minimum an elastic job runs with. The releaser decides the gang's zone once these
+    exist (the rest come only after they run), fitting the whole gang's demand all the same."""
+
+    #: How many pods that is.
+    pods: int
+    #: Why fewer than the gang's size, in words (``elasticPolicy.minReplicas 2``).
+    why: str
+
+
 class Adapter(Protocol):
     """Recognise a pod of one framework; return None for pods of any other framework."""
 

@@ -143,15 +143,41 @@ def _looks_like_coordinator(pod: Obj, jobset_name: str, position: Position) -> b
     return rjob in COORDINATOR_NAMES and job_index == "0" and pod_index == "0"
 
 
+def first_stage(jobset: Obj) -> base.Stage | None:
+    """The replicated jobs JobSet starts first when it starts them in stages: the first one with
+    ``startupPolicy.startupPolicyOrder: InOrder`` (each starts once the one before is ready), or
+    those without ``dependsOn`` (the others wait for one of them to be ready or complete). None
+    for any other job, and for a JobSet that starts all at once."""
+    if jobset.get("apiVersion") != API_VERSION or jobset.get("kind") != KIND:
+        return None
+    spec = as_mapping(jobset.get("spec"))
+    rjobs = [as_mapping(r) for r in as_list(spec.get("replicatedJobs"))]
+    if as_mapping(spec.get("startupPolicy")).get("startupPolicyOrder") == "InOrder":
+        first, why = rjobs[:1], "startupPolicyOrder InOrder"
+    else:
+        first, why = [r for r in rjobs if not r.get("dependsOn")], "dependsOn"
+    counts = [_pods(r) for r in first]
+    if len(first) == len(rjobs) or None in counts:
+        return None
+    named = ", ".join(str(r.get("name")) for r in first)
+    return base.Stage(sum(n for n in counts if n is not None), f"{why}: {named} start(s) first")
+
+
+def _pods(rjob: Mapping[str, Any]) -> int | None:
+    """How many pods a replicated job runs at once: ``replicas`` Jobs of ``parallelism`` pods."""
+    job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))
+    replicas = base.parse_count(rjob.get("replicas"), 1)
+    parallelism = base.parse_count(job_spec.get("parallelism"), 1)
+    return None if replicas is None or parallelism is None else replicas * parallelism
+
+
 def _groups(jobset: Obj) -> tuple[base.PodGroup | None, ...]:
     groups = []
     for item in as_list(as_mapping(jobset.get("spec")).get("replicatedJobs")):
         rjob = as_mapping(item)
         job_spec = as_mapping(as_mapping(rjob.get("template")).get("spec"))
-        replicas = base.parse_count(rjob.get("replicas"), 1)
-        parallelism = base.parse_count(job_spec.get("parallelism"), 1)
-        if replicas is not None and parallelism is not None:
-            groups.append(base.template_group(job_spec.get("template"), replicas * parallelism))
+        if (pods := _pods(rjob)) is not None:
+            groups.append(base.template_group(job_spec.get("template"), pods))
     return tuple(groups)
 
 

@@ -34,6 +34,7 @@ GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 #: Env LWS injects into every container: the number of pods in the group.
 GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+LEADER_READY = "LeaderReady"
 STATEFUL_SET = base.Kind("apps/v1", "StatefulSet", "statefulsets")
 
 
@@ -75,6 +76,19 @@ class LeaderWorkerSetAdapter:
             member_labels={NAME: name, GROUP_INDEX: str(group)},
             job_annotations=base.annotations_of(lws),
         )
+
+
+def first_stage(lws: Obj) -> base.Stage | None:
+    """With ``startupPolicy: LeaderReady`` the workers of a group are created only once its leader
+    is ready: the leader is the pod to wait for (per group: each group is a gang). None for any
+    other job, and for groups of one pod."""
+    if lws.get("apiVersion") != API_VERSION or lws.get("kind") != KIND:
+        return None
+    spec = as_mapping(lws.get("spec"))
+    size = base.parse_count(as_mapping(spec.get("leaderWorkerTemplate")).get("size"), 1)
+    if spec.get("startupPolicy") != LEADER_READY or not size or size < 2:
+        return None
+    return base.Stage(1, f"startupPolicy {LEADER_READY}: the workers follow their leader")
 
 
 def _chain_agrees(view: ClusterView, ref: Mapping[str, Any], namespace: str, lws_uid: str) -> bool:

@@ -32,6 +32,7 @@ JOB_ROLE = "training.kubeflow.org/job-role"
 LAUNCHER_SUFFIX = "-launcher"
 #: replica type → replicas when unset (mpi-operator defaults them itself, not the apiserver).
 DEFAULT_REPLICAS: Mapping[str, int] = {"Launcher": 1, "Worker": 0}
+WAIT_FOR_WORKERS = "WaitForWorkersReady"
 
 
 class MPIOperatorAdapter:
@@ -98,6 +99,23 @@ def _launcher_owner(
     if not base.is_label_value(base.uid_of(mpijob)):
         return None
     return base.OwnerRef.from_object(mpijob), mpijob
+
+
+def first_stage(job: Obj) -> base.Stage | None:
+    """With ``launcherCreationPolicy: WaitForWorkersReady`` mpi-operator creates the launcher only
+    once every worker is ready: the workers are the pods to wait for. None for any other job."""
+    if job.get("apiVersion") != API_VERSION or job.get("kind") != KIND:
+        return None
+    spec = as_mapping(job.get("spec"))
+    if spec.get("launcherCreationPolicy") != WAIT_FOR_WORKERS:
+        return None
+    worker = as_mapping(as_mapping(spec.get("mpiReplicaSpecs")).get("Worker"))
+    workers = base.parse_count(worker.get("replicas"), DEFAULT_REPLICAS["Worker"])
+    if not workers:
+        return None
+    return base.Stage(
+        workers, f"launcherCreationPolicy {WAIT_FOR_WORKERS}: the launcher follows its workers"
+    )
 
 
 def _groups(job: Obj) -> tuple[base.PodGroup | None, ...]:

@@ -69,6 +69,32 @@ class TrainingOperatorAdapter:
         )
 
 
+def first_stage(job: Obj) -> base.Stage | None:
+    """An elastic PyTorchJob runs once ``elasticPolicy.minReplicas`` workers are there, beside its
+    other replicas: the pods the releaser waits for. The bounds as the operator defaults them
+    (``setElasticPolicy``: a missing one takes the other's value, both missing take
+    ``Worker.replicas``), never more than ``Worker.replicas``. None for any other job."""
+    if job.get("apiVersion") != API_VERSION or job.get("kind") != "PyTorchJob":
+        return None
+    elastic = as_mapping(job.get("spec")).get("elasticPolicy")
+    if not isinstance(elastic, Mapping):
+        return None
+    replicas = {
+        str(rtype).lower(): base.parse_count(as_mapping(spec).get("replicas"), 1)
+        for rtype, spec in _specs(job).items()
+    }
+    workers = replicas.pop("worker", None)
+    if workers is None or None in replicas.values():
+        return None
+    low = base.parse_count(elastic.get("minReplicas"))
+    high = base.parse_count(elastic.get("maxReplicas"))
+    least = min(workers, next((n for n in (low, high) if n is not None), workers))
+    others = sum(n for n in replicas.values() if n is not None)
+    return base.Stage(
+        max(1, others + least), f"elastic: runs with elasticPolicy.minReplicas {least} workers"
+    )
+
+
 def _specs(job: Obj) -> Mapping[str, Any]:
     field = KINDS.get(str(job.get("kind")), ("",))[0]
     return as_mapping(as_mapping(job.get("spec")).get(field))
