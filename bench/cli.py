@@ -1,8 +1,9 @@
-"""``python -m bench``: podium's two studies, one command each, in the style of ``podium``'s CLI.
+"""``python -m bench``: podium's studies, one command each, in the style of ``podium``'s CLI.
 
     python -m bench                               # = python -m bench throughput
     python -m bench throughput [--quick] [--profile] [--report-only] …
     python -m bench placement [--arms …] [--seeds …] [--report-only] …
+    python -m bench burst [--gangs N] [--report-only] …
 
 ``throughput`` is the default command: ``python -m bench`` and ``python -m bench --quick`` run it,
 as they did before the placement study joined. Each command writes its results, tables and plots
