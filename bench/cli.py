@@ -1,8 +1,9 @@
-"""``python -m bench``: podium's two studies, one command each, in the style of ``podium``'s CLI.
+"""``python -m bench``: podium's studies, one command each, in the style of ``podium``'s CLI.
 
     python -m bench                               # = python -m bench throughput
     python -m bench throughput [--quick] [--profile] [--report-only] …
     python -m bench placement [--arms …] [--seeds …] [--report-only] …
+    python -m bench burst [--gangs N] [--report-only] …
 
 ``throughput`` is the default command: ``python -m bench`` and ``python -m bench --quick`` run it,
 as they did before the placement study joined. Each command writes its results, tables and plots
@@ -19,6 +20,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from bench.latency import burst as latency
 from bench.placement import arms, runner, study, trace
 from bench.throughput import study as throughput_study
 
@@ -190,6 +192,32 @@ def placement(
             fresh=fresh,
         )
     )
+
+
+@app.command(short_help="podium's webhook latency as the apiserver measures it, hold vs pin.")
+def burst(
+    gangs: Annotated[
+        int, typer.Option("--gangs", metavar="N", help="PyTorchJobs in each burst.")
+    ] = latency.GANGS,
+    pods: Annotated[int, typer.Option("--pods", metavar="N", help="Pods per job.")] = latency.PODS,
+    threads: Annotated[
+        int, typer.Option("--threads", metavar="N", help="Client threads creating the pods.")
+    ] = latency.THREADS,
+    out: OutOption = DOCS,
+    work: Annotated[
+        Path | None,
+        typer.Option("--work", metavar="DIR", help="Keep the cluster's files here."),
+    ] = None,
+    report_only: ReportOnlyOption = False,
+) -> None:
+    """A burst of pod creations (125 jobs × 8 pods by default) on the local control plane with
+    podium in zone-chooser: hold, then in pin mode; reads the apiserver's own admission-duration
+    histogram for podium's webhook and the writes each burst caused (~5 minutes on 2 cores).
+    Writes latency.json and the tables into latency.md in --out."""
+    if report_only:
+        raise typer.Exit(latency.report_only(out))
+    spec = latency.Spec(gangs=gangs, pods=pods, threads=threads)
+    raise typer.Exit(latency.study(out, work, spec))
 
 
 def main() -> None:

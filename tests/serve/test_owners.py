@@ -225,3 +225,18 @@ def test_any_owner_references_never_break_the_reader(refs: Any) -> None:
     read = asyncio.run(reader(pod, NS, view))
     assert len(read) <= owners.MAX_DEPTH
     assert len(api.calls) <= owners.MAX_DEPTH
+
+
+def test_lacking_is_the_walk_without_io(now: datetime) -> None:
+    """``lacking`` says whether the read-through would GET anything: a job the view lacks or
+    holds under another UID; not a job it holds, nor a pod without a watched owner."""
+    pj = pytorchjob()
+    admitter, _, view, api = setup(base_cluster(pj), [], now)
+    reader = admitter.read_owners
+    assert isinstance(reader, owners.OwnerReader)
+    assert not reader.lacking(pytorch_pod(pj).obj(), NS, view)
+    assert reader.lacking(pytorch_pod(pytorchjob(uid="another-uid")).obj(), NS, view)
+    assert reader.lacking(pytorch_pod(pytorchjob(name="other")).obj(), NS, view)
+    replica_set_pod = PodBuilder(NS, name="web-1").owner("apps/v1", "ReplicaSet", "web", "u").obj()
+    assert not reader.lacking(replica_set_pod, NS, view)
+    assert gets(api) == []

@@ -137,6 +137,7 @@ def decide(
         )
         if record is None or record.zone is None or not any_released(view, namespace, gang.key):
             return _held(pod, namespace, gang)
+        recorded = record  # the view's record, read once: _pin need not look it up again
     return _pin(
         pod, namespace, gang, view, settings, now=now, recorded=recorded, scheduler=scheduler
     )

@@ -60,7 +60,10 @@ def owner_references(obj: object) -> Iterator[Mapping[str, Any]]:
 def controller_ref(obj: object) -> Mapping[str, Any] | None:
     """The ownerReference marked ``controller: true`` (there is at most one), as it is: callers
     check the fields they use."""
-    return next((ref for ref in owner_references(obj) if ref.get("controller") is True), None)
+    for ref in owner_references(obj):
+        if ref.get("controller") is True:
+            return ref
+    return None
 
 
 def parse_time(value: object) -> datetime | None:

@@ -7,17 +7,20 @@ on a view without its job gets a guessed gang size, so its zone may not fit the 
 each creation is decided, the pod's controller chain is walked in the view, and an owner the view
 lacks, or holds under another UID, is read from the apiserver if it is of a kind podium watches;
 what is read is kept in the view as a watch event would keep it (the watch's own event replaces
-it when it comes). The walk is dictionary look-ups; only a miss costs a GET.
+it when it comes). The walk is dictionary look-ups; only a miss costs a GET, and only a miss
+costs the admission an await (``lacking`` walks first, without I/O).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from webhook.core.objects import Obj, controller_ref
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols
 from webhook.kube.cache import WatchCache
+from webhook.kube.protocols import Resource
 
 log = logging.getLogger("podium.owners")
 
@@ -29,12 +32,54 @@ def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A controller reference of a kind podium watches: where its object would be."""
+
+    resource: Resource
+    api_version: str
+    kind: str
+    where: str
+    name: str
+    uid: str
+
+    def held(self, view: ClusterView) -> Obj | None:
+        return view.get(self.api_version, self.kind, self.where, self.name)
+
+
 class OwnerReader:
-    """``await reader(pod, namespace, view)``: read the pod's owners the view lacks."""
+    """``await reader(pod, namespace, view)``: read the pod's owners the view lacks;
+    ``reader.lacking(pod, namespace, view)``: whether there is any (the same walk, no I/O)."""
 
     def __init__(self, cache: WatchCache, api: protocols.Api) -> None:
         self.cache = cache
         self.api = api
+
+    def _step(self, obj: Obj, namespace: str) -> _Step | None:
+        ref = controller_ref(obj)
+        if ref is None:
+            return None
+        api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
+        resource = self.cache.owner_resource(api_version, kind)
+        if resource is None or not name:
+            return None
+        where = namespace if resource.namespaced else ""
+        return _Step(resource, api_version, kind, where, name, uid)
+
+    def lacking(self, pod: Obj, namespace: str, view: ClusterView) -> bool:
+        """Whether the walk meets an owner the view lacks or holds under another UID: only then
+        does the read cost a GET (and the admission a timeout around it)."""
+        obj: Obj = pod
+        for _ in range(MAX_DEPTH):
+            step = self._step(obj, namespace)
+            if step is None:
+                return False
+            held = step.held(view)
+            if held is None or _uid(held) != step.uid:
+                return True
+            obj = held
+        return False
 
     async def __call__(self, pod: Obj, namespace: str, view: ClusterView) -> list[str]:
         """Return what was read, as ``Kind/name``. Stops at the first owner that is not of a
@@ -43,27 +88,23 @@ class OwnerReader:
         read: list[str] = []
         obj: Obj = pod
         for _ in range(MAX_DEPTH):
-            ref = controller_ref(obj)
-            if ref is None:
+            step = self._step(obj, namespace)
+            if step is None:
                 break
-            api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
-            name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
-            resource = self.cache.owner_resource(api_version, kind)
-            if resource is None or not name:
-                break
-            where = namespace if resource.namespaced else ""
-            held = view.get(api_version, kind, where, name)
-            if held is None or _uid(held) != uid:
+            held = step.held(view)
+            if held is None or _uid(held) != step.uid:
                 try:
-                    got = await self.api.get(api_version, kind, where, name)
+                    got = await self.api.get(step.api_version, step.kind, step.where, step.name)
                 except errors.NotFound:
                     break
-                if _uid(got) != uid:
+                if _uid(got) != step.uid:
                     break
-                self.cache.remember(resource, dict(got))
-                read.append(f"{kind}/{name}")
-                log.info("read %s %s/%s before the watch delivered it", kind, where, name)
-                held = view.get(api_version, kind, where, name)
+                self.cache.remember(step.resource, dict(got))
+                read.append(f"{step.kind}/{step.name}")
+                log.info(
+                    "read %s %s/%s before the watch delivered it", step.kind, step.where, step.name
+                )
+                held = step.held(view)
                 if held is None:
                     break
             obj = held
