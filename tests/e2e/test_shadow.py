@@ -66,12 +66,20 @@ def pool(local_cluster: LocalCluster) -> Iterator[list[str]]:
                     raise
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["pin", "hold"])
 def podium(
-    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    local_cluster: LocalCluster,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Podium]:
-    """podium with its default settings (mode: enforce): the namespaces' label says shadow."""
-    with serving(Podium(local_cluster, tmp_path_factory.mktemp("shadow")), unregister=True) as s:
+    """podium in ``mode: enforce`` (the namespaces' label says shadow), pinning at admission or
+    holding gangs: in shadow, a held gang is recorded with the zone it would be released into."""
+    server = Podium(
+        local_cluster,
+        tmp_path_factory.mktemp(f"shadow-{request.param}"),
+        config=f"zone-chooser: {request.param}\n",
+    )
+    with serving(server, unregister=True) as s:
         yield s
 
 
@@ -204,7 +212,8 @@ def test_shadow_admits_unchanged_and_the_report_names_exactly_the_split_jobs(
     # Every pod was decided, in shadow, and audited as such.
     entries = [r for r in podium.audit_records() if r["namespace"] in shadow_namespaces]
     assert len(entries) == 6
-    assert all(e["shadow"] and e["outcome"] == "pinned" for e in entries)
+    held = "zone-chooser: hold" in (podium.config or "")
+    assert all(e["shadow"] and e["outcome"] == ("held" if held else "pinned") for e in entries)
     assert all({x["outcome"] for x in e["effects"]} <= {"shadow"} for e in entries)
 
     code, table = run_report(local_cluster, str(podium.audit_file))
