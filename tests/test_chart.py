@@ -21,7 +21,7 @@ import yaml
 from testbed import build
 from tests import schemas
 from tests.test_manifests import by_key, key, kubectl, render
-from webhook.core.settings import NoFit, Placement, PolicyMode, Settings
+from webhook.core.settings import Mode, NoFit, Placement, PolicyMode, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "podium"
@@ -262,15 +262,28 @@ def test_policy_mode_none(helm: str) -> None:
 
 
 def test_the_opt_in_label_is_the_settings_and_the_webhooks(helm: str, tmp_path: Path) -> None:
-    values = {"namespaceLabel": {"key": "example.com/gpu-training", "value": "on"}}
+    values = {
+        "namespaceLabel": {
+            "key": "example.com/gpu-training",
+            "value": "on",
+            "shadowValue": "watch",
+        },
+        "mode": "shadow",
+    }
     objects = chart(helm, values=values, tmp_path=tmp_path)
     settings = settings_of(objects)
-    assert (settings.namespace_label, settings.namespace_label_value) == (
-        "example.com/gpu-training",
-        "on",
-    )
+    assert (
+        settings.namespace_label,
+        settings.namespace_label_value,
+        settings.namespace_shadow_value,
+        settings.mode,
+    ) == ("example.com/gpu-training", "on", "watch", Mode.SHADOW)
     selector = webhook_of(objects)["namespaceSelector"]["matchExpressions"]
-    assert selector[0] == {"key": "example.com/gpu-training", "operator": "In", "values": ["on"]}
+    assert selector[0] == {
+        "key": "example.com/gpu-training",
+        "operator": "In",
+        "values": ["on", "watch"],
+    }
 
 
 def test_failure_policy_and_timeout(helm: str) -> None:

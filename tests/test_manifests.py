@@ -111,7 +111,7 @@ def test_the_webhook_configuration() -> None:
     ]
     assert webhook["namespaceSelector"] == {
         "matchExpressions": [
-            {"key": "podium.dev/enabled", "operator": "In", "values": ["true"]},
+            {"key": "podium.dev/enabled", "operator": "In", "values": ["true", "shadow"]},
             {
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",
@@ -242,13 +242,14 @@ def test_the_settings_come_from_the_config_map(deployment: Obj, container: Obj) 
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts["/config"]["readOnly"] is True and "subPath" not in mounts["/config"]
     assert volumes[mounts["/config"]["name"]]["configMap"]["name"] == "podium-config"
-    # The opt-in label podium checks is the one the apiserver selects namespaces by.
+    # The opt-in label podium checks is the one the apiserver selects namespaces by: both its
+    # values, enforce and shadow.
     (webhook,) = find(base_objects(), "MutatingWebhookConfiguration")["webhooks"]
     opt_in = webhook["namespaceSelector"]["matchExpressions"][0]
     assert opt_in == {
         "key": settings.namespace_label,
         "operator": "In",
-        "values": [settings.namespace_label_value],
+        "values": [settings.namespace_label_value, settings.namespace_shadow_value],
     }
 
 

@@ -491,3 +491,18 @@ def test_two_gangs_whose_uids_share_8_characters_show_apart(
         assert "job-uid-1" in out and "job-uid-2-g1" in out, out
     assert auditview.uid_width(["1f2d3819-aaaa", "9c0e77a1-bbbb"]) == 8
     assert auditview.uid_width(["job-uid-1", "job-uid-2", ""]) == 9
+
+
+def test_shadow_decisions_pin_nothing_so_they_split_nothing(
+    tmp_path: Path, base: dict[str, Any]
+) -> None:
+    """Two shadow decisions of one job in two zones: nothing was pinned (``podium report``
+    judges where the pods ran), so the summary counts them and flags no split."""
+    records = [rec(base, shadow=True, zone="zone-a"), rec(base, shadow=True, zone="zone-c")]
+    (gang,) = auditview.summarize(records).gangs
+    assert (gang.shadows, gang.admissions, dict(gang.zones), gang.verdict) == (2, 0, {}, "ok")
+    assert auditview.row(records[0])[5] == "pinned ^"
+    assert "^ shadow mode" in (auditview.legend(records) or "")
+    result = invoke(str(write(tmp_path / "a.jsonl", records)), "-o", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["jobs"][0]["shadow"] == 2

@@ -21,7 +21,7 @@ from tests.builders import PodBuilder
 from tests.builders import node as node_builder
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import labels, mutation, reviews
-from webhook.core.settings import Settings, ZoneChooser
+from webhook.core.settings import Mode, Settings, ZoneChooser
 from webhook.ops import offline
 from webhook.ops.cli import app
 
@@ -496,3 +496,19 @@ def test_an_unreadable_at_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--at 'yesterday' is not an RFC 3339 time" in result.stderr
+
+
+def test_review_in_shadow_mode_answers_unchanged_and_says_what_enforce_would_do(
+    tmp_path: Path,
+) -> None:
+    pj = pytorchjob()
+    code, out, _ = review(tmp_path, pytorch_pod(pj).obj(), base_cluster(pj), config="mode: shadow")
+    assert code == 0 and out is not None
+    assert "patch" not in out["response"]["response"]
+    assert out["sideEffects"] == []
+    assert (out["audit"]["shadow"], out["audit"]["zone"]) == (True, "zone-c")
+    settings = Settings(mode=Mode.SHADOW)
+    doc = reviews.review_for_pod(pytorch_pod(pj).obj())
+    result = asyncio.run(offline.review(doc, base_cluster(pj), settings))
+    head = offline.summary(result)[0]
+    assert "shadow mode, admitted unchanged; enforce mode: pinned to zone" in head

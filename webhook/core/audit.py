@@ -97,6 +97,10 @@ class AuditEntry(TypedDict):
     #: long the gang had been held.
     pods: NotRequired[list[str]]
     waitedSeconds: NotRequired[float]
+    #: Shadow mode: the decision was made and recorded, not applied — the pod was admitted
+    #: unchanged; ``patch``, ``effects`` (outcome ``shadow``) and ``warnings`` say what enforce
+    #: mode would have done.
+    shadow: NotRequired[bool]
 
 
 #: Marks podium's lines among other log lines (e.g. in ``kubectl logs``).
@@ -157,6 +161,10 @@ def build(
         }
         entry["role"] = gang.role
         entry["coordinator"] = gang.coordinator
+    if decision is not None and decision.shadow_of is not None and not outcome:
+        entry["shadow"] = True
+        entry["patch"] = _patch_summary(decision.shadow_of.patch)
+        entry["warnings"] = [*warnings, *decision.shadow_of.warnings]
     if error:
         entry["error"] = error
     if read:

@@ -27,7 +27,7 @@ from webhook.core.objects import Obj, controller_ref
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
-from webhook.core.settings import PolicyScope, Settings, ZoneChooser
+from webhook.core.settings import Mode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 
 #: ``grouped``: the pod joined its gang's PodGroup; kube-scheduler chooses the zone.
@@ -65,6 +65,13 @@ class Decision:
     policy_name: str | None = None
     #: Set when the admission is refused (only for attempts to change podium's trusted label).
     denial: str | None = None
+    #: Shadow mode: the decision enforce mode would have made (its patch, objects and warnings),
+    #: which this one records but does not apply (``shadowed``).
+    shadow_of: Decision | None = None
+
+    @property
+    def shadow(self) -> bool:
+        return self.shadow_of is not None
 
     @property
     def record(self) -> Manifest | None:
@@ -89,7 +96,16 @@ class Decision:
             out["job"] = f"{self.gang.owner.kind}/{self.gang.owner.name}"
         if self.policy_name:
             out["policy"] = self.policy_name
+        if self.shadow:
+            out["shadow"] = "true"
         return out
+
+
+#: The outcomes shadow mode records without applying: those that place a pod or hold it. The
+#: guards of podium's trusted labels (``denied``, and ``skipped`` with the label stripped) stay
+#: in force: they only touch pods that carry podium's labels, and protect the policies an
+#: earlier enforce period left in the namespace.
+SHADOWED: frozenset[Outcome] = frozenset({"pinned", "unpinned", "grouped", "held"})
 
 
 def decide(
@@ -102,7 +118,66 @@ def decide(
     scheduler: bool = False,
 ) -> Decision:
     """Decide one admission. ``recorded`` overrides the snapshot's record for the gang (used when
-    creating the record lost a race and the winner's record has been read back)."""
+    creating the record lost a race and the winner's record has been read back). In a namespace
+    in shadow mode (``Settings.namespace_mode``) the decision is made as in enforce mode, then
+    ``shadowed``."""
+    decision = _decide(request, view, settings, now=now, recorded=recorded, scheduler=scheduler)
+    if decision.outcome not in SHADOWED or decision.pod is None or decision.gang is None:
+        return decision
+    ns_labels = ((view.namespace(decision.namespace) or {}).get("metadata") or {}).get(
+        "labels"
+    ) or {}
+    if settings.namespace_mode(decision.namespace, ns_labels) is not Mode.SHADOW:
+        return decision
+    return shadowed(decision, view, settings, now=now, scheduler=scheduler)
+
+
+def shadowed(
+    decision: Decision, view: ClusterView, settings: Settings, *, now: datetime, scheduler: bool
+) -> Decision:
+    """The decision as shadow mode answers it: the pod unchanged, nothing to create, no warning
+    for the pod's creator; ``shadow_of`` keeps what enforce mode would have done, for the audit.
+
+    A held gang (``zone-chooser: hold``) gets the zone podium would pin it to now, the zone the
+    releaser would release it into once all of it is there, if there is room then as now:
+    shadow mode never releases, so admission is the only moment podium decides for it."""
+    assert decision.pod is not None and decision.gang is not None
+    zone, capacity, detail = decision.zone, decision.capacity, decision.detail
+    if decision.outcome == "held":
+        pinned = _pin(
+            decision.pod,
+            decision.namespace,
+            decision.gang,
+            view,
+            settings,
+            now=now,
+            recorded=None,
+            scheduler=scheduler,
+        )
+        zone, capacity = pinned.zone, pinned.capacity
+        detail += f"; with room as now, into zone {zone or '(none)'}: {pinned.detail}"
+    return dataclasses.replace(
+        decision,
+        patched=decision.pod,
+        patch=[],
+        effects=(),
+        warnings=(),
+        zone=zone,
+        capacity=capacity,
+        detail=detail,
+        shadow_of=decision,
+    )
+
+
+def _decide(
+    request: Request,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    now: datetime,
+    recorded: Record | None,
+    scheduler: bool,
+) -> Decision:
     namespace = request.namespace
     pod = request.object
     if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
@@ -364,9 +439,12 @@ def _guard(
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
     ns = view.namespace(namespace)
     ns_labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
-    if ns_labels.get(settings.namespace_label) != settings.namespace_label_value:
+    if settings.namespace_mode(namespace, ns_labels) is None:
         wanted = f"{settings.namespace_label}={settings.namespace_label_value}"
-        return "namespace-not-enabled", f"namespace {namespace!r} lacks {wanted}"
+        return (
+            "namespace-not-enabled",
+            f"namespace {namespace!r} lacks {wanted} (or ={settings.namespace_shadow_value})",
+        )
     annotations: Mapping[str, Any] = meta.get("annotations") or {}
     if labels.MIRROR_POD in annotations:
         return "mirror-pod", "static (mirror) pods are never mutated"

@@ -92,6 +92,15 @@ class TooBig(StrEnum):
     SPREAD = "spread"
 
 
+class Mode(StrEnum):
+    #: podium pins, holds or groups every gang it recognises and writes its record and policy.
+    ENFORCE = "enforce"
+    #: podium decides every pod as in ``enforce`` and audits and counts the decision (marked
+    #: ``shadow``), but admits the pod unchanged and creates nothing: no record, no policy, no
+    #: PodGroup, no hold. ``podium report`` then says what enforcing would have saved.
+    SHADOW = "shadow"
+
+
 class SettingsError(ValueError):
     """A settings file or value that podium cannot use."""
 
@@ -100,6 +109,11 @@ class SettingsError(ValueError):
 class Settings:
     namespace_label: str = labels.ENABLED
     namespace_label_value: str = "true"
+    #: A namespace whose opt-in label has this value is in shadow mode whatever ``mode`` says;
+    #: ``kubectl label --overwrite`` to ``namespace-label-value`` makes it enforce.
+    namespace_shadow_value: str = "shadow"
+    #: ``shadow``: every opted-in namespace is in shadow mode (``Mode``).
+    mode: Mode = Mode.ENFORCE
     #: podium's own namespace; never mutated.
     own_namespace: str = "podium-system"
     excluded_namespaces: frozenset[str] = frozenset(
@@ -145,6 +159,24 @@ class Settings:
 
     def skips_namespace(self, namespace: str) -> bool:
         return namespace == self.own_namespace or namespace in self.excluded_namespaces
+
+    def namespace_mode(self, namespace: str, namespace_labels: Mapping[str, Any]) -> Mode | None:
+        """How podium acts on the pods of a namespace with these labels: None when it leaves
+        them alone (excluded, or not opted in), ``shadow`` when the opt-in label says
+        ``namespace-shadow-value``, else ``mode``."""
+        if self.skips_namespace(namespace):
+            return None
+        value = namespace_labels.get(self.namespace_label)
+        if value == self.namespace_shadow_value:
+            return Mode.SHADOW
+        return self.mode if value == self.namespace_label_value else None
+
+    def __post_init__(self) -> None:
+        if self.namespace_shadow_value == self.namespace_label_value:
+            raise SettingsError(
+                f"namespace-shadow-value and namespace-label-value are both "
+                f"{self.namespace_label_value!r}: a namespace could not say which mode it is in"
+            )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Settings:
@@ -194,6 +226,7 @@ def _coerce(key: str, value: Any) -> Any:
         "no_fit": NoFit,
         "zone_chooser": ZoneChooser,
         "too_big": TooBig,
+        "mode": Mode,
     }
     try:
         if key in enums:

@@ -58,6 +58,7 @@ MARKERS = {
     "*": "coordinator (the pod its gang's zone follows)",
     "!": "answered with warnings (-o wide lists them)",
     "~": "dry run (nothing was created)",
+    "^": "shadow mode (decided and recorded; the pod was admitted unchanged)",
 }
 
 
@@ -362,6 +363,8 @@ class GangSummary:
     uid: str
     admissions: int = 0
     dry_runs: int = 0
+    #: Shadow-mode decisions: recorded, not applied (``podium report`` judges them).
+    shadows: int = 0
     reconciled: int = 0
     warnings: int = 0
     #: Admissions whose decision pinned the gang where it did not fit (``NO_FIT_PINNED``).
@@ -406,6 +409,9 @@ class GangSummary:
         if entry.get("dryRun"):
             self.dry_runs += 1  # nothing was created: no zone taken
             return
+        if entry.get("shadow"):
+            self.shadows += 1  # nothing was pinned: no zone taken
+            return
         self.admissions += 1
         self.outcomes[str(entry.get("outcome") or "")] += 1
         self.warnings += len(entry.get("warnings") or [])
@@ -421,6 +427,7 @@ class GangSummary:
             "job": {"kind": self.kind, "name": self.name, "uid": self.uid},
             "admissions": self.admissions,
             "dryRuns": self.dry_runs,
+            "shadow": self.shadows,
             "reconciled": self.reconciled,
             "zones": dict(sorted(self.zones.items())),
             "outcomes": dict(sorted(self.outcomes.items())),
@@ -541,6 +548,8 @@ def row(
         outcome += " !"
     if entry.get("dryRun"):
         outcome += " ~"
+    if entry.get("shadow"):
+        outcome += " ^"
     reason = str(entry.get("reason") or "")
     if entry.get("action"):
         reason += f" ({entry['action']}: {entry.get('result', '')})"
@@ -607,6 +616,7 @@ def summary(
         outcomes = ", ".join(f"{o} ({n})" for o, n in sorted(g.outcomes.items()))
         extra = [f"{g.reconciled} reconciled"] if g.reconciled else []
         extra += [f"{g.dry_runs} dry run"] if g.dry_runs else []
+        extra += [f"{g.shadows} shadow"] if g.shadows else []
         verdict = {
             SPLIT: "SPLIT across zones" if plain else "[red]SPLIT across zones[/]",
             CHECK: "check: not every pod pinned",
@@ -633,6 +643,7 @@ def legend(entries: Iterable[Mapping[str, Any]]) -> str | None:
         used |= {"*"} if entry.get("coordinator") else set()
         used |= {"!"} if entry.get("warnings") else set()
         used |= {"~"} if entry.get("dryRun") else set()
+        used |= {"^"} if entry.get("shadow") else set()
     return "   ".join(f"{m} {text}" for m, text in MARKERS.items() if m in used) or None
 
 

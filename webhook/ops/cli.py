@@ -1,5 +1,5 @@
-"""The ``podium`` command: ``serve``, ``review``, ``audit``, ``doctor``, ``release`` and
-``certs``."""
+"""The ``podium`` command: ``serve``, ``review``, ``audit``, ``doctor``, ``release``,
+``report`` and ``certs``."""
 
 from __future__ import annotations
 
@@ -741,6 +741,75 @@ def release_command(
         f"asked podium to release {kind.kind}/{name} {where} (by {who or '?'}); "
         "podium audit --outcome released shows it"
     )
+
+
+class ReportFormat(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+@app.command("report", cls=output.Command)
+def report_command(
+    files: AuditFiles = None,
+    namespace: OnlyNamespace = None,
+    output_format: Annotated[
+        ReportFormat, typer.Option("--output", "-o", help="Output format.")
+    ] = ReportFormat.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """What enforcing podium would have saved: a shadow-mode audit trail beside the live cluster.
+
+    Per job: the zone podium would have chosen, the zones its pods ran in, whether they split
+    where podium would have kept them together, and the GPU-hours its pods held; per namespace
+    the totals, those that would gain most first. Reads podium's logs as `podium audit` does
+    (files or stdin) and the pods and nodes from the cluster. Exits 1 when a job split that
+    podium would have kept in one zone, 0 otherwise, 2 when the input holds no shadow-mode
+    decision or the cluster cannot be read.
+    """
+    from webhook.ops import connect, report  # noqa: PLC0415
+
+    settings = _settings(config)
+    try:
+        specs = auditview.expand(files or [auditview.STDIN])
+        entries = auditview.load(specs)
+    except auditview.InputError as err:
+        raise output.fail(str(err)) from err
+    if namespace is not None:
+        entries = [e for e in entries if e.get("namespace") == namespace]
+    namespaces = sorted({ns for ns, _ in report.intents(entries)})
+    if not namespaces:
+        raise output.fail(
+            "no shadow-mode decision in the input: label a namespace "
+            f"{settings.namespace_label}={settings.namespace_shadow_value} (or set mode: shadow) "
+            "and read podium's logs once its jobs have run"
+        )
+    api_client, objects_api = _connect(kubeconfig, context)
+    try:
+        objects = asyncio.run(report.collect(objects_api, namespaces))
+    except errors.ApiError as err:
+        raise output.fail(f"cannot read the cluster: {connect.describe(err, api_client)}") from err
+    finally:
+        api_client.close()
+    result = report.build(entries, objects, settings, now=datetime.datetime.now(datetime.UTC))
+    if output_format is ReportFormat.JSON:
+        sys.stdout.write(_dump(result.as_dict(), None))
+    else:
+        plain = not output.is_terminal()
+        split = len(result.split)
+        verdict = f"{split} job(s) split where podium would have kept them in one zone"
+        output.render(
+            [
+                report.jobs_table(result, plain=plain),
+                "",
+                report.namespaces_table(result, plain=plain),
+                verdict,
+            ],
+            plain=plain,
+        )
+    if result.split:
+        raise typer.Exit(output.FINDINGS)
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")

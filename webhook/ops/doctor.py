@@ -50,7 +50,7 @@ from webhook.core import adapters, engine, labels, policies, release
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of
-from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
+from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import cache, errors
 from webhook.ops import policyjudge
@@ -221,8 +221,15 @@ def namespace_note(objects: Iterable[Obj], settings: Settings, namespace: str) -
         return f"namespace {namespace} is excluded from podium (its own, or excluded-namespaces)"
     ns_labels = (found[0].get("metadata") or {}).get("labels") or {}
     label = f"{settings.namespace_label}={settings.namespace_label_value}"
-    if ns_labels.get(settings.namespace_label) == settings.namespace_label_value:
+    mode = settings.namespace_mode(namespace, ns_labels)
+    if mode is Mode.ENFORCE:
         return None
+    if mode is Mode.SHADOW:
+        return (
+            f"namespace {namespace} is in shadow mode: podium decides and audits its pods but "
+            "changes nothing (`podium report` says what it would have saved); enforce with: "
+            f"kubectl label namespace {namespace} --overwrite {label}"
+        )
     return (
         f"namespace {namespace} has not opted in to podium, which leaves its pods alone; "
         f"opt it in with: kubectl label namespace {namespace} {label}"
@@ -395,11 +402,9 @@ def _copied_labels(
 
 
 def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
+    """podium enforces in the namespace (in shadow mode it pins nothing and writes no policy)."""
     ns_labels = ((view.namespace(namespace) or {}).get("metadata") or {}).get("labels") or {}
-    return (
-        not settings.skips_namespace(namespace)
-        and ns_labels.get(settings.namespace_label) == settings.namespace_label_value
-    )
+    return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
 
 
 def _judge(

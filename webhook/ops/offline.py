@@ -357,6 +357,8 @@ def summary(result: Result) -> list[str]:
         "fail-open": "[bold yellow]admitted unchanged (fail open)[/]",
         "held": "[bold]held[/] behind podium's gate, no zone yet (the releaser decides)",
     }.get(outcome, f"[bold]{outcome}[/]")
+    if entry.get("shadow"):
+        head = f"shadow mode, admitted unchanged; enforce mode: {head}"
     lines = [f"{who}: {head}", f"  reason   {entry.get('reason')}: {entry.get('detail')}"]
     if job.get("demand"):
         source = _DEMAND_SOURCES.get(str(job.get("demandSource")), "the pod")

@@ -31,11 +31,9 @@ def _name(obj: Obj) -> str:
 
 
 def opted_in(namespace: Obj, settings: Settings) -> bool:
+    """podium decides the namespace's pods (enforcing them or in shadow mode)."""
     labels = (namespace.get("metadata") or {}).get("labels") or {}
-    return (
-        not settings.skips_namespace(_name(namespace))
-        and labels.get(settings.namespace_label) == settings.namespace_label_value
-    )
+    return settings.namespace_mode(_name(namespace), labels) is not None
 
 
 async def capture(

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from webhook.core import audit, engine, reviews
 from webhook.core.objects import Obj
+from webhook.core.policies import Manifest
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, protocols
@@ -48,6 +49,20 @@ class Answer:
     body: dict[str, Any]
     entry: audit.AuditEntry | None = None
     decision: engine.Decision | None = None
+
+
+def _not_created(manifests: tuple[Manifest, ...], outcome: str) -> list[audit.EffectEntry]:
+    """The objects a decision asks for, as the audit lists them when none is created: a dry run,
+    or shadow mode."""
+    return [
+        {
+            "kind": m["kind"],
+            "name": m["metadata"]["name"],
+            "namespace": m["metadata"]["namespace"],
+            "outcome": outcome,
+        }
+        for m in manifests
+    ]
 
 
 class Admitter:
@@ -112,16 +127,10 @@ class Admitter:
         decision = engine.decide(request, view, self.settings, now=now, scheduler=self.scheduler())
         results: list[audit.EffectEntry] = []
         warnings = list(decision.warnings)
-        if decision.effects and request.dry_run:
-            results = [
-                {
-                    "kind": m["kind"],
-                    "name": m["metadata"]["name"],
-                    "namespace": m["metadata"]["namespace"],
-                    "outcome": "dry-run",
-                }
-                for m in decision.effects
-            ]
+        if decision.shadow_of is not None:
+            results = _not_created(decision.shadow_of.effects, "shadow")
+        elif decision.effects and request.dry_run:
+            results = _not_created(decision.effects, "dry-run")
         elif decision.effects:
             if self.api is None:
                 return self._fail_open(

@@ -25,8 +25,9 @@ reason             type     when
                             pod created while podium was down (the Event is on the pod)
 =================  =======  ==========================================================
 
-Dry runs produce no events. Entries without a job (a pod podium does not recognise, or a failure
-before the job was known) produce none either: the audit trail and the metrics count them.
+Dry runs and shadow-mode decisions produce no events. Entries without a job (a pod podium does
+not recognise, or a failure before the job was known) produce none either: the audit trail and
+the metrics count them.
 
 ``events.k8s.io/v1`` rather than core ``v1`` Events: it is the current API (``regarding`` and
 ``related``, ``reportingController``/``reportingInstance``, ``note``), the apiserver validates it
@@ -207,7 +208,7 @@ class _JobEvents:
 
 def build(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
     """The events one audit entry calls for (pure; see the module's table)."""
-    if entry.get("dryRun"):
+    if entry.get("dryRun") or entry.get("shadow"):
         return []
     if entry.get("outcome") == "reconcile":
         return _reconcile_events(entry, instance=instance, now=now)

@@ -75,6 +75,14 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.shadow_decisions = Counter(
+            "podium_shadow_decisions",
+            "Pods decided in shadow mode (recorded, admitted unchanged, nothing created), by the "
+            "outcome enforce mode would have had (pinned, unpinned, grouped, held) and zone "
+            "('' for none). Not counted in podium_admissions or podium_zone_decisions.",
+            ["outcome", "zone"],
+            registry=r,
+        )
         self.owners_read = Counter(
             "podium_owners_read",
             "Pod owners (jobs and the objects between) read from the apiserver before a decision "
@@ -138,8 +146,11 @@ class Metrics:
         """Count one admission from its audit entry; never raises (metrics must not fail it)."""
         try:
             outcome = entry["outcome"] or "unknown"
-            self._child(self.admissions, outcome, entry["reason"]).inc()
             self.duration.observe(entry["latencyMs"] / 1000)
+            if entry.get("shadow"):
+                self._child(self.shadow_decisions, outcome, entry["zone"] or "").inc()
+                return
+            self._child(self.admissions, outcome, entry["reason"]).inc()
             if outcome == "fail-open":
                 self.fail_open.inc()
             if zone := entry["zone"]:

@@ -52,7 +52,7 @@ from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
-from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
+from webhook.core.settings import Mode, PolicyMode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors, protocols
 from webhook.serve import loops
@@ -190,10 +190,9 @@ def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
 
 
 def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
-    if settings.skips_namespace(namespace):
-        return False
+    """podium enforces in the namespace: in shadow mode it labels no pod, so none to check."""
     ns_labels = (_meta(view.namespace(namespace) or {}).get("labels")) or {}
-    return bool(ns_labels.get(settings.namespace_label) == settings.namespace_label_value)
+    return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
 
 
 def _plan_gang(
