@@ -18,6 +18,7 @@ __all__ = [
     "build_controlplane",
     "build_helm",
     "build_oracle",
+    "build_promtool",
 ]
 
 HELM_VERSION = "v3.22.0"
@@ -157,6 +158,44 @@ def build_helm(version: str | None = None) -> Path:
             )
             (staging / "helm").rename(binary)
         go.log("helm", f"built in {time.monotonic() - started:.0f}s: {binary}")
+        return binary
+
+
+# --- promtool ---------------------------------------------------------------------------------
+
+#: promtool needs no service discovery: the ``remove_all_sd`` tag leaves out every SD plugin
+#: (github.com/prometheus/prometheus/plugins/plugin_*.go), most of Prometheus' dependencies.
+PROMTOOL_TAGS = "remove_all_sd"
+
+
+def build_promtool() -> Path:
+    """promtool (``promtool check rules``, ``promtool test rules`` for the chart's alerts), at
+    the version testbed/modules/promtool/go.mod pins; returns the binary."""
+    module_dir = MODULES / "promtool"
+    version = go.version(module_dir, "github.com/prometheus/prometheus")
+    key = f"{version}-{go.recipe_hash(go.module_files(module_dir))}"
+    out = cache_root() / "promtool" / key
+    binary = out / "promtool"
+    with go.locked(out):
+        if os.access(binary, os.X_OK):
+            go.log("promtool", f"cached: {binary}")
+            return binary
+        started = time.monotonic()
+        go.log("promtool", f"building prometheus {version} cmd/promtool into {binary}")
+        with go.staging(out) as staging:
+            go.go(
+                "build",
+                "-trimpath",
+                f"-tags={PROMTOOL_TAGS}",
+                f"-ldflags={go.STRIP}",
+                "-o",
+                str(staging / "promtool"),
+                "github.com/prometheus/prometheus/cmd/promtool",
+                cwd=module_dir,
+                build=True,
+            )
+            (staging / "promtool").rename(binary)
+        go.log("promtool", f"built in {time.monotonic() - started:.0f}s: {binary}")
         return binary
 
 
