@@ -29,3 +29,19 @@ namespace-label-value: {{ .Values.namespaceLabel.value | quote }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* The name of every object: fullnameOverride, else the release's name when it contains the
+chart's name (nameOverride, else "podium"), else "<release>-<name>". "podium" for
+`helm install podium`, the kustomize base's names; a canary release gets names of its own. */}}
+{{- define "podium.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := .Values.nameOverride | default .Chart.Name -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
