@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.monitoring.test_rules import RULES
+from tests.test_chart import MONITORING, chart, helm_binary
 
 pytestmark = pytest.mark.e2e
 
@@ -32,8 +33,6 @@ def test_promtool_accepts_the_rules(promtool: Path) -> None:
 
 
 def test_promtool_accepts_the_rules_the_chart_renders(promtool: Path, tmp_path: Path) -> None:
-    from tests.test_chart import MONITORING, chart, helm_binary
-
     objects = chart(helm_binary(), *MONITORING)
     rule = objects[("PrometheusRule", "podium-system", "podium")]
     rendered = tmp_path / "rendered-rules.yaml"
