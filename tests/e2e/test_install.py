@@ -377,18 +377,20 @@ def test_helm_install_over_a_webhook_it_does_not_own_says_what_to_do(
     local_cluster: LocalCluster, annotations: dict[str, str], refusal: str | None
 ) -> None:
     """What `make demo DEMO_ARGS=--keep` or a kustomize install leaves: a configuration of the
-    chart's name without Helm's ownership. The chart's lookup (helm install, or template with
-    --dry-run=server) refuses it with the fix, instead of helm's "invalid ownership metadata"."""
+    chart's name without Helm's ownership. The chart's lookup (helm install and upgrade; here
+    a server-side dry run) refuses it with the fix, not helm's "invalid ownership metadata"."""
     if not os.environ.get("PODIUM_HELM") and not build_go():
         pytest.skip("go is not on PATH: cannot build helm")
     config = kustomize(MANIFESTS / "base")
     (webhook,) = [o for o in config if o["kind"] == "MutatingWebhookConfiguration"]
     webhook["metadata"] = {"name": "clash-podium", "annotations": annotations}
+    if annotations:  # what helm writes on the objects of a release
+        webhook["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
     webhook["webhooks"][0]["clientConfig"] = {"url": "https://127.0.0.1:1/mutate"}
     local_cluster.request("POST", WEBHOOKS, webhook)
     try:
         result = subprocess.run(
-            [helm_binary(), "template", "clash", str(CHART), "-n", NAMESPACE, "--dry-run=server"],
+            [helm_binary(), "install", "clash", str(CHART), "-n", NAMESPACE, "--dry-run=server"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -421,7 +423,7 @@ def test_the_install_notes_say_how_to_uninstall_without_leaving_the_private_key(
         pytest.skip("go is not on PATH: cannot build helm")
     command = [helm_binary(), "install", "canary", str(CHART), "-n", "canary-ns"]
     result = subprocess.run(
-        [*command, "--dry-run=server", "--set", "certManager.enabled=true"],
+        [*command, "--dry-run=server"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -433,5 +435,5 @@ def test_the_install_notes_say_how_to_uninstall_without_leaving_the_private_key(
     assert (
         "  kubectl delete mutatingwebhookconfiguration canary-podium\n"
         "  helm uninstall canary -n canary-ns\n"
-        "  kubectl -n canary-ns delete secret canary-podium-tls canary-podium-ca\n"
+        "  kubectl -n canary-ns delete secret canary-podium-tls\n"
     ) in notes
