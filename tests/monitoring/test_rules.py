@@ -102,7 +102,7 @@ def test_alert_names_are_unique() -> None:
 def test_every_alert_has_a_promtool_test_that_fires_it_and_one_that_does_not() -> None:
     """rules-test.yaml (run by promtool in test_promtool.py) covers every alert both ways."""
     spec = yaml.safe_load((Path(__file__).parent / "rules-test.yaml").read_text())
-    cases = [case for test in spec["tests"] for case in test["alert_rule_tests"]]
+    cases = [case for test in spec["tests"] for case in test["alert_rule_test"]]
     fired = {c["alertname"] for c in cases if c["exp_alerts"]}
     silent = {c["alertname"] for c in cases if not c["exp_alerts"]}
     names = {a["alert"] for a in alerts()}
