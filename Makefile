@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup controlplane helm demo-operators lint typecheck unit e2e e2e-operators test demo demo-offline bench bench-placement clean
+.PHONY: setup build controlplane helm promtool demo-operators lint typecheck unit e2e e2e-operators test demo demo-offline bench bench-placement clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,15 @@ controlplane:
 ## helm, built from the Go module proxy (for the chart tests), cached in ~/.cache/podium.
 helm:
 	$(PYTHON) -m testbed.build helm
+
+## promtool, built from the Go module proxy without service discovery (for the alert tests,
+## tests/monitoring), cached in ~/.cache/podium.
+promtool:
+	$(PYTHON) -m testbed.build promtool
+
+## Every Go-built part the test suite needs, side by side (each a no-op when cached).
+build:
+	$(MAKE) --no-print-directory -j3 controlplane helm promtool
 
 lint: setup
 	$(BIN)/ruff check webhook tests scripts bench testbed
@@ -42,7 +51,7 @@ unit: setup
 PODIUM_E2E_OPERATORS ?= all
 export PODIUM_E2E_OPERATORS
 
-e2e: setup controlplane helm
+e2e: setup build
 	$(BIN)/pytest -m e2e
 
 e2e-operators: setup controlplane
@@ -50,7 +59,7 @@ e2e-operators: setup controlplane
 
 ## The whole suite: lint, types, unit and property tests, and the end-to-end tests on a real
 ## control plane.
-test: setup controlplane helm lint typecheck
+test: setup build lint typecheck
 	$(BIN)/pytest
 
 ## The three real operators `make demo` runs beside podium (training-operator, mpi-operator,

@@ -6,7 +6,8 @@ mpi-operator and JobSet controller (built from the Go module proxy and cached, s
 docs/operators.md), runs ``podium serve`` registered with the shipped webhook configuration,
 submits the jobs in ``examples/jobs/`` and lets the operators create their pods, then shows where
 every pod landed, the policies, and the audit trail. Exits 1 when a pod was not pinned to its job's
-one zone. Leaves nothing running unless ``--keep``.
+one zone. Leaves nothing running, and removes what it wrote to its work directory (the cluster's
+CA key and an admin kubeconfig among it), unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import contextlib
 import fcntl
 import json
+import shutil
 import signal
 import sys
 import tempfile
@@ -374,12 +376,28 @@ def conclude(
     return bool(outcome["ok"])
 
 
+#: What the demo writes to its work directory: the cluster (pki/ with the CA key, an admin
+#: kubeconfig, etcd's data), the operators' files and logs, podium's certificates and audit trail.
+WORK_PARTS = ("cluster", "operators", "podium")
+
+
+def clean_up(work: Path) -> None:
+    """Remove what the demo wrote to ``work``, then ``work`` itself if nothing else is in it
+    (a ``--workdir`` that held other files keeps them)."""
+    for part in WORK_PARTS:
+        shutil.rmtree(work / part, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        work.rmdir()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--keep", action="store_true", help="keep the cluster and podium running until Ctrl-C"
+        "--keep",
+        action="store_true",
+        help="keep the cluster and podium running until Ctrl-C, and the work directory after",
     )
     parser.add_argument(
         "--workdir", type=Path, help="where to keep the cluster's files (default: a temp dir)"
@@ -396,6 +414,17 @@ def main() -> int:
     bin_dir = build_controlplane()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="podium-demo-"))
     console.print(f"[bold]Starting the control plane[/] in {work} …")
+    try:
+        return run(args, bin_dir, work)
+    finally:
+        if args.keep:
+            console.print(f"Kept {work} (--keep): it holds the cluster's CA key and kubeconfig.")
+        else:
+            clean_up(work)
+
+
+def run(args: argparse.Namespace, bin_dir: Path, work: Path) -> int:
+    """The demo in ``work``: cluster, operators, podium, the jobs, the tables."""
     with (
         LocalCluster(bin_dir, work / "cluster") as cluster,
         OperatorPool(cluster, work / "operators") as pool,

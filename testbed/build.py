@@ -3,7 +3,8 @@
     python -m testbed.build controlplane helm trainingoperator oracle ...
 
 Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
-kwok's default stages), ``helm``, the seven operators (`OPERATORS`) and the two Cilium verdict
+kwok's default stages), ``helm``, ``promtool`` (Prometheus' rule checker, without service
+discovery), the seven operators (`OPERATORS`) and the two Cilium verdict
 oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it built (a bin dir, a
 binary, an operator's dir); progress goes to stderr.
 
@@ -31,6 +32,7 @@ from testbed.gobuild.components import (
     build_controlplane,
     build_helm,
     build_oracle,
+    build_promtool,
 )
 from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
 from testbed.gobuild.operators import OPERATORS, OperatorRecipe, build_operator
@@ -51,15 +53,17 @@ __all__ = [
     "build_helm",
     "build_operator",
     "build_oracle",
+    "build_promtool",
     "controlplane_bin_dir",
     "go_available",
     "helm_binary",
     "main",
     "oracle_binary",
+    "promtool_binary",
 ]
 
 #: Every name the builder knows, in the order `main` builds them without arguments.
-NAMES: tuple[str, ...] = ("controlplane", "helm", *OPERATORS, *ORACLES)
+NAMES: tuple[str, ...] = ("controlplane", "helm", "promtool", *OPERATORS, *ORACLES)
 
 
 def build(name: str) -> Path:
@@ -68,6 +72,8 @@ def build(name: str) -> Path:
         return build_controlplane()
     if name == "helm":
         return build_helm()
+    if name == "promtool":
+        return build_promtool()
     if name in ORACLES:
         return build_oracle(name)
     return build_operator(name)
@@ -85,6 +91,13 @@ def helm_binary() -> Path:
     if from_env := os.environ.get("PODIUM_HELM"):
         return Path(from_env)
     return build_helm()
+
+
+def promtool_binary() -> Path:
+    """``$PODIUM_PROMTOOL``, else promtool (built if needed)."""
+    if from_env := os.environ.get("PODIUM_PROMTOOL"):
+        return Path(from_env)
+    return build_promtool()
 
 
 def oracle_binary(name: str = "oracle") -> Path:

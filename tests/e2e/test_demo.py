@@ -65,6 +65,7 @@ def test_demo_pins_every_pod_the_real_operators_create(tmp_path: Path) -> None:
             pytest.fail(f"scripts/demo.py did not finish in {TIMEOUT} s:\n{output}")
     print(output)
     assert process.returncode == 0, output
+    assert not (tmp_path / "demo").exists()  # no CA key or admin kubeconfig left behind
     assert "Where every pod landed" in output
     assert "Every pod of the 3 jobs is pinned to its job's zone" in output
 

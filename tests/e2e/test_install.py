@@ -351,3 +351,89 @@ def test_an_admitted_job_shows_in_metrics_and_events(
     # kubectl describe shows them on the job, as users will look for them.
     described = local_cluster.kubectl("describe", "pytorchjob", "metered", "-n", ns).stdout
     assert "ZonePinned" in described and "PolicyCreated" in described
+
+
+# --- helm install where a webhook of the same name exists ------------------------------------
+
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "refusal"),
+    [
+        ({}, "belongs to no Helm release: kubectl apply -k of manifests/, or `make demo"),
+        (
+            {"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": "ml"},
+            "belongs to Helm release other in namespace ml",
+        ),
+        (
+            {"meta.helm.sh/release-name": "clash", "meta.helm.sh/release-namespace": NAMESPACE},
+            None,  # this release's own: an upgrade
+        ),
+    ],
+    ids=["kustomize-or-demo", "another-release", "this-release"],
+)
+def test_helm_install_over_a_webhook_it_does_not_own_says_what_to_do(
+    local_cluster: LocalCluster, annotations: dict[str, str], refusal: str | None
+) -> None:
+    """What `make demo DEMO_ARGS=--keep` or a kustomize install leaves: a configuration of the
+    chart's name without Helm's ownership. The chart's lookup (helm install and upgrade; here
+    a server-side dry run) refuses it with the fix, not helm's "invalid ownership metadata"."""
+    if not os.environ.get("PODIUM_HELM") and not build_go():
+        pytest.skip("go is not on PATH: cannot build helm")
+    config = kustomize(MANIFESTS / "base")
+    (webhook,) = [o for o in config if o["kind"] == "MutatingWebhookConfiguration"]
+    webhook["metadata"] = {"name": "clash-podium", "annotations": annotations}
+    if annotations:  # what helm writes on the objects of a release
+        webhook["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
+    webhook["webhooks"][0]["clientConfig"] = {"url": "https://127.0.0.1:1/mutate"}
+    local_cluster.request("POST", WEBHOOKS, webhook)
+    try:
+        result = subprocess.run(
+            [helm_binary(), "install", "clash", str(CHART), "-n", NAMESPACE, "--dry-run=server"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "KUBECONFIG": str(local_cluster.kubeconfig)},
+        )
+    finally:
+        local_cluster.request("DELETE", f"{WEBHOOKS}/clash-podium")
+    if refusal is None:
+        assert result.returncode == 0, result.stderr
+        assert "name: clash-podium" in result.stdout
+    else:
+        assert result.returncode != 0
+        assert "MutatingWebhookConfiguration clash-podium already exists" in result.stderr
+        assert refusal in result.stderr
+        assert "kubectl delete mutatingwebhookconfiguration clash-podium" in result.stderr
+        assert "--set fullnameOverride=" in result.stderr
+
+
+def build_go() -> bool:
+    return subprocess.run(["which", "go"], capture_output=True, check=False).returncode == 0
+
+
+def test_the_install_notes_say_how_to_uninstall_without_leaving_the_private_key(
+    local_cluster: LocalCluster,
+) -> None:
+    """NOTES.txt (rendered only by helm install): the webhook first, the release, then the TLS
+    Secret helm does not own — with this release's names."""
+    if not os.environ.get("PODIUM_HELM") and not build_go():
+        pytest.skip("go is not on PATH: cannot build helm")
+    command = [helm_binary(), "install", "canary", str(CHART), "-n", "canary-ns"]
+    result = subprocess.run(
+        [*command, "--dry-run=server"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(local_cluster.kubeconfig)},
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert (
+        "  kubectl delete mutatingwebhookconfiguration canary-podium\n"
+        "  helm uninstall canary -n canary-ns\n"
+        "  kubectl -n canary-ns delete secret canary-podium-tls\n"
+    ) in notes

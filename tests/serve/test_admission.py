@@ -140,8 +140,9 @@ async def test_api_failure_fails_open(fault: errors.ApiError, now: datetime) -> 
     assert resp["warnings"] == [
         f"podium could not finish (Kubernetes API: {fault}); the pod was admitted unchanged"
     ]
-    assert (sink.entries[0]["outcome"], sink.entries[0]["error"]) == (
+    assert (sink.entries[0]["outcome"], sink.entries[0]["reason"], sink.entries[0]["error"]) == (
         "fail-open",
+        admission.API_ERROR,
         f"Kubernetes API: {fault}",
     )
 
@@ -153,7 +154,7 @@ async def test_slow_api_fails_open_within_budget(now: datetime) -> None:
     admitter, sink, _ = make(base_cluster(pj), api, now, settings)
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), timeout=1)
     assert "patch" not in response(answer)
-    assert sink.entries[0]["reason"] == "fail-open"
+    assert sink.entries[0]["reason"] == admission.API_ERROR
     assert "did not answer within 0.05s" in sink.entries[0]["error"]
 
 

@@ -60,6 +60,18 @@ def test_a_fail_open_counts_as_such_and_pins_no_zone(pinned: AuditEntry) -> None
     assert not any(name == "podium_zone_decisions_total" for name, _ in got)
 
 
+@pytest.mark.parametrize(
+    ("reason", "failed_writes"), [("api-error", 1), ("fail-open", 0), ("cache-not-synced", 0)]
+)
+def test_only_a_write_the_apiserver_refused_counts_as_a_failed_write(
+    pinned: AuditEntry, reason: str, failed_writes: int
+) -> None:
+    metrics = Metrics()
+    metrics.observe({**pinned, "outcome": "fail-open", "reason": reason, "zone": None})
+    got = samples(metrics)
+    assert got.get(("podium_write_failures_total", (("source", "admission"),)), 0) == failed_writes
+
+
 def test_a_policy_that_already_existed_is_not_counted_as_created(
     pinned: AuditEntry,
 ) -> None:
@@ -88,3 +100,12 @@ def test_the_cache_gauge_reads_readiness_at_every_scrape() -> None:
     assert samples(metrics)[("podium_cache_synced", ())] == 0
     ready[0] = True
     assert samples(metrics)[("podium_cache_synced", ())] == 1
+
+
+def test_the_certificate_gauge_reads_its_expiry_at_every_scrape() -> None:
+    metrics = Metrics()
+    not_after: list[float | None] = [None]
+    metrics.track_certificate(lambda: not_after[0])
+    assert samples(metrics)[("podium_certificate_expiry_timestamp_seconds", ())] == 0
+    not_after[0] = 1_900_000_000.0
+    assert samples(metrics)[("podium_certificate_expiry_timestamp_seconds", ())] == 1_900_000_000

@@ -22,6 +22,7 @@ from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
 from webhook.serve import reconciler
 from webhook.serve.audit import MemorySink
+from webhook.serve.metrics import Metrics
 from webhook.serve.reconciler import ORPHAN_SINCE, Action, Owned, Tuning
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -659,6 +660,50 @@ async def test_an_api_failure_is_audited(live: Live) -> None:
     (record,) = await live.rec.run_once()
     assert record["result"] == "failed: 403: forbidden"
     assert record["error"] == "403: forbidden"
+
+
+async def test_a_failed_write_and_every_pass_are_counted(live: Live) -> None:
+    live.rec.meter = meter = Metrics()
+    del live.api.objects[
+        ("cilium.io", "CiliumNetworkPolicy", NS, live.world.policy["metadata"]["name"])
+    ]
+    live.api.fail = lambda op, _k: (
+        errors.ApiError("403: forbidden", status=403) if op == "create" else None
+    )
+    await live.rec.run_once()
+    assert meter.write_failures.labels(source="reconciler")._value.get() == 1
+    assert meter.reconcile_passes._value.get() == 1
+    assert meter.reconcile_last_pass._value.get() == NOW.timestamp()
+    live.leading[0] = False  # a replica that does not lead completes no pass
+    live.clock[0] = NOW + timedelta(minutes=1)
+    await live.rec.run_once()
+    assert meter.reconcile_passes._value.get() == 1
+    assert meter.reconcile_last_pass._value.get() == NOW.timestamp()
+
+
+@pytest.mark.parametrize(
+    ("nodes", "phases", "split"),
+    [
+        (("c-1", "c-2"), ("Running", "Running"), False),
+        (("a-1", "b-1"), ("Running", "Running"), True),
+        (("a-1", "b-1"), ("Running", "Succeeded"), False),  # what has finished holds nothing
+        (("a-1", None), ("Running", "Pending"), False),  # not bound yet
+    ],
+    ids=["one-zone", "two-zones", "one-finished", "one-pending"],
+)
+async def test_split_gangs_are_those_running_in_more_than_one_zone(
+    live: Live, nodes: tuple[str | None, ...], phases: tuple[str, ...], split: bool
+) -> None:
+    for pod, node, phase in zip(live.world.pods, nodes, phases, strict=True):
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": phase}
+    view = live.world.view()
+    gang = (NS, live.world.gang.key)
+    assert reconciler.split_gangs(view) == ([gang] if split else [])
+    live.view["now"] = view
+    live.rec.meter = meter = Metrics()
+    await live.rec.run_once()
+    assert meter.gangs_split._value.get() == (1 if split else 0)
 
 
 def test_tuning_from_the_settings() -> None:

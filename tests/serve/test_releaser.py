@@ -130,6 +130,8 @@ async def test_a_failed_record_write_ungates_nothing(now: datetime) -> None:
     (entry,) = await world.pass_()
     assert entry["result"] == "failed: down" and entry["pods"] == []
     assert len(world.gated()) == 2 and world.kinds() == ["Namespace", "PyTorchJob"]
+    assert world.meter.write_failures.labels(source="releaser")._value.get() == 1
+    assert world.meter.releases.labels(reason="best-fit")._value.get() == 0
 
 
 async def test_a_job_deleted_while_held_is_never_released(now: datetime) -> None:

@@ -225,6 +225,16 @@ class TestCertReloader:
         assert in_flight.finish().serial_number == old
         assert reloader.check_once() is tls.Reload.UNCHANGED
 
+    def test_says_when_the_served_certificate_expires(
+        self, reloader: tls.CertReloader, files: Files
+    ) -> None:
+        on_disk = x509.load_pem_x509_certificate(files.cert.read_bytes())
+        assert reloader.not_after() == on_disk.not_valid_after_utc.timestamp()
+        new = files.new_leaf()
+        files.write(new)
+        reloader.check_once()
+        assert reloader.not_after() == new.cert.not_valid_after_utc.timestamp()
+
     def test_the_moment_between_the_two_renames_is_skipped(
         self, ctx: ssl.SSLContext, reloader: tls.CertReloader, files: Files, caplog: Any
     ) -> None:

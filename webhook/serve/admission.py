@@ -24,6 +24,10 @@ from webhook.kube import errors, protocols
 from webhook.serve import effects
 from webhook.serve.audit import Sink
 
+#: The reason of an admission that failed open because the apiserver refused (or did not answer
+#: in the time budget) a write of the gang's record or policy.
+API_ERROR = "api-error"
+
 log = logging.getLogger("podium.admission")
 
 FAIL_OPEN_WARNING = "podium could not finish ({why}); the pod was admitted unchanged"
@@ -143,7 +147,12 @@ class Admitter:
                 )
             except errors.ApiError as err:
                 return self._fail_open(
-                    request, decision, started=started, now=now, why=f"Kubernetes API: {err}"
+                    request,
+                    decision,
+                    started=started,
+                    now=now,
+                    why=f"Kubernetes API: {err}",
+                    reason=API_ERROR,
                 )
             warnings = [*decision.warnings, *applied.warnings]
             results = [

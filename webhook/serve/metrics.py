@@ -21,6 +21,7 @@ from prometheus_client import (
 
 from webhook.core import policies
 from webhook.core.audit import AuditEntry
+from webhook.serve.admission import API_ERROR
 
 #: An admission takes well under a millisecond from memory and up to the API budget (2 s by
 #: default) when it creates a gang's objects; the buckets cover both ends.
@@ -43,6 +44,7 @@ class Metrics:
         self._declare_admissions(self.registry)
         self._declare_health(self.registry)
         self._declare_hold(self.registry)
+        self._declare_upkeep(self.registry)
 
     def _declare_admissions(self, r: CollectorRegistry) -> None:
         """What admissions did: outcomes, time, zones, policies, owners read."""
@@ -142,6 +144,40 @@ class Metrics:
             registry=r,
         )
 
+    def _declare_upkeep(self, r: CollectorRegistry) -> None:
+        """What the alerts watch beyond admissions: failed writes, the reconciler's passes and
+        the split gangs it finds, the serving certificate's expiry."""
+        self.write_failures = Counter(
+            "podium_write_failures",
+            "Writes of podium's records, policies or pod changes the apiserver refused or did "
+            "not answer, by source (admission, reconciler, releaser).",
+            ["source"],
+            registry=r,
+        )
+        self.reconcile_passes = Counter(
+            "podium_reconcile_passes",
+            "Reconciler passes completed (by the leader, once the cache has synced).",
+            registry=r,
+        )
+        self.reconcile_last_pass = Gauge(
+            "podium_reconcile_last_pass_timestamp_seconds",
+            "When this replica last completed a reconciler pass (Unix time; 0: never, such as "
+            "on a replica that does not lead).",
+            registry=r,
+        )
+        self.gangs_split = Gauge(
+            "podium_gangs_split",
+            "Gangs podium admitted whose running pods are bound in more than one zone (at the "
+            "last reconciler pass).",
+            registry=r,
+        )
+        self.certificate_expiry = Gauge(
+            "podium_certificate_expiry_timestamp_seconds",
+            "When the serving certificate being served expires (Unix time; 0: serving without "
+            "TLS or no certificate loaded).",
+            registry=r,
+        )
+
     def observe(self, entry: AuditEntry) -> None:
         """Count one admission from its audit entry; never raises (metrics must not fail it)."""
         try:
@@ -153,6 +189,8 @@ class Metrics:
             self._child(self.admissions, outcome, entry["reason"]).inc()
             if outcome == "fail-open":
                 self.fail_open.inc()
+                if entry["reason"] == API_ERROR:
+                    self.write_failures.labels(source="admission").inc()
             if zone := entry["zone"]:
                 self._child(self.zone_decisions, zone).inc()
             for effect in entry["effects"]:
@@ -180,6 +218,11 @@ class Metrics:
     def track_ready(self, ready: Callable[[], bool]) -> None:
         """``podium_cache_synced`` reads ``ready()`` at every scrape."""
         self.cache_synced.set_function(lambda: 1.0 if ready() else 0.0)
+
+    def track_certificate(self, not_after: Callable[[], float | None]) -> None:
+        """``podium_certificate_expiry_timestamp_seconds`` reads ``not_after()`` at every
+        scrape (None: no certificate)."""
+        self.certificate_expiry.set_function(lambda: not_after() or 0.0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -57,6 +57,7 @@ from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors, protocols
 from webhook.serve import loops
 from webhook.serve.audit import Sink
+from webhook.serve.metrics import Metrics
 
 log = logging.getLogger("podium.reconciler")
 
@@ -161,6 +162,24 @@ def plan(
     for (namespace, gang), objects in sorted(groups.items()):
         actions.extend(_plan_gang(view, settings, namespace, gang, objects, now, tuning))
     return actions + plan_labels(view, settings)
+
+
+def split_gangs(view: ClusterView) -> list[tuple[str, str]]:
+    """The gangs podium admitted (pods carrying ``podium.dev/job``) whose running pods are bound
+    to nodes in more than one zone: what podium exists to prevent (a pod admitted while podium
+    was down or failing open, or skipped)."""
+    split: list[tuple[str, str]] = []
+    for namespace, gang in sorted(set(view.gangs())):
+        zones: set[str] = set()
+        for pod in view.pods_in(namespace, {labels.JOB: gang}):
+            if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                continue
+            node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
+            if node is not None and node.zone:
+                zones.add(node.zone)
+        if len(zones) > 1:
+            split.append((namespace, gang))
+    return split
 
 
 def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
@@ -509,9 +528,12 @@ class Reconciler:
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         observe: Callable[[audit.AuditEntry], None] | None = None,
+        meter: Metrics | None = None,
     ) -> None:
-        """``observe`` sees every audit entry as it is written (the Event recorder)."""
+        """``observe`` sees every audit entry as it is written (the Event recorder); ``meter``
+        counts passes, failed writes and split gangs."""
         self.observe = observe
+        self.meter = meter
         self.view = view
         self.ready = ready
         self.api = api
@@ -544,8 +566,14 @@ class Reconciler:
             return []
         owned = await self.list_owned()
         now = self.clock()
-        actions = plan(self.view(), self.settings, owned=owned, now=now, tuning=self.tuning)
-        return [await self.execute(action, now=now) for action in actions]
+        view = self.view()
+        actions = plan(view, self.settings, owned=owned, now=now, tuning=self.tuning)
+        entries = [await self.execute(action, now=now) for action in actions]
+        if self.meter is not None:
+            self.meter.gangs_split.set(len(split_gangs(view)))
+            self.meter.reconcile_passes.inc()
+            self.meter.reconcile_last_pass.set(now.timestamp())
+        return entries
 
     async def execute(self, action: Action, *, now: datetime) -> audit.AuditEntry:
         started = time.perf_counter()
@@ -555,6 +583,8 @@ class Reconciler:
             result = "conflict"  # changed since it was listed: the next pass decides again
         except errors.ApiError as err:
             result = f"failed: {err}"
+            if self.meter is not None:
+                self.meter.write_failures.labels(source="reconciler").inc()
         entry = self._audit(action, result, now=now, started=started)
         with contextlib.suppress(Exception):
             self.sink.write(entry)

@@ -16,7 +16,8 @@ and, for each gang to release:
 Each release is audited (``outcome: released``: zone, reason, pods, seconds held) and reported on
 the job (``GangReleased``, with ``ZonePinned``/``PolicyCreated`` for the objects written); each
 waiting gang is audited and reported (``GangHeld``) when its why changes. Metrics:
-``podium_gangs_held``, ``podium_hold_seconds``, ``podium_releases_total{reason}``.
+``podium_gangs_held``, ``podium_hold_seconds``, ``podium_releases_total{reason}``,
+``podium_write_failures_total{source="releaser"}``.
 
 When podium is down, held pods simply wait: nothing else removes podium's gate. The next leader's
 first pass finds them in the view and releases them once a zone has room.
@@ -116,7 +117,9 @@ class Releaser:
             planned, now=now, effects=effects, released=released, error=error, started=started
         )
         entry["user"] = planned.by or self.user
-        if self.meter is not None and error is None:
+        if self.meter is not None and error is not None:
+            self.meter.write_failures.labels(source="releaser").inc()
+        elif self.meter is not None:
             self.meter.releases.labels(reason=planned.reason).inc()
             self.meter.hold_seconds.observe(planned.waited_seconds)
         return self._write(entry)

@@ -405,6 +405,8 @@ def run(
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
         settings = dataclasses.replace(settings, own_user=user)
     parts = _Parts.start(api_client, settings, audit_file=audit_file)
+    if reloader is not None:
+        parts.meter.track_certificate(reloader.not_after)
     support, probing = _scheduler_support(api_client, settings)
     admitter = _admitter(parts, support)
     crd_guard = _crd_guard(parts)
@@ -554,6 +556,7 @@ def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
         tuning=reconciler.Tuning.from_settings(settings),
         is_leader=lambda: elector.is_leader,
         observe=parts.recorder.observe,
+        meter=parts.meter,
     )
     # In every mode, not only ``hold``: a replica started with another zone chooser still
     # releases the gangs held before the switch (a pass with nothing held costs nothing).

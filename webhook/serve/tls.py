@@ -143,6 +143,7 @@ class CertReloader:
         self._loaded: _Pair | None = None
         self._rejected: str | None = None
         self._serial: int | None = None
+        self._not_after: float | None = None
         self.check_once()
         self.reloads = 0
 
@@ -150,6 +151,10 @@ class CertReloader:
     def serial(self) -> int | None:
         """Serial number of the certificate being served (None if none was loaded by us)."""
         return self._serial
+
+    def not_after(self) -> float | None:
+        """When the certificate being served expires (Unix time; None if none was loaded)."""
+        return self._not_after
 
     def check_once(self) -> Reload:
         """Look at the files once; load a new, whole pair into the context if there is one."""
@@ -177,7 +182,7 @@ class CertReloader:
             return self._reject(f"{self.cert_file} and {self.key_file}: {error}", digest=digest)
         self._loaded, self._rejected, self.last_error = pair, None, None
         self.reloads += 1
-        self._serial = _serial_of(pair.cert)
+        self._serial, self._not_after = _serial_and_expiry_of(pair.cert)
         logger.info(
             "serving certificate reloaded from %s (serial %x)", self.cert_file, self._serial or 0
         )
@@ -209,11 +214,12 @@ def _stat(path: Path) -> tuple[int, int, int, int]:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
 
 
-def _serial_of(cert_pem: bytes) -> int | None:
+def _serial_and_expiry_of(cert_pem: bytes) -> tuple[int | None, float | None]:
     try:
-        return x509.load_pem_x509_certificate(cert_pem).serial_number
+        cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError:
-        return None
+        return None, None
+    return cert.serial_number, cert.not_valid_after_utc.timestamp()
 
 
 def _load_checked(ctx: ssl.SSLContext, pair: _Pair) -> None:

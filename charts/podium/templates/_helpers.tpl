@@ -31,3 +31,40 @@ mode: {{ .Values.mode }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* The name of every object: fullnameOverride, else the release's name when it contains the
+chart's name (nameOverride, else "podium"), else "<release>-<name>". "podium" for
+`helm install podium`, the kustomize base's names; a canary release gets names of its own. */}}
+{{- define "podium.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := .Values.nameOverride | default .Chart.Name -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* helm install/upgrade only (lookup finds nothing in `helm template`): refuse to take over a
+MutatingWebhookConfiguration of the same name that this release did not create — one registered
+by `kubectl apply -k manifests/...`, by `make demo DEMO_ARGS=--keep` or by another release —
+and say what to do, rather than helm's "invalid ownership metadata". */}}
+{{- define "podium.webhookNotTaken" -}}
+{{- $name := include "podium.fullname" . -}}
+{{- $found := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" $name -}}
+{{- if $found -}}
+{{- $annotations := $found.metadata.annotations | default dict -}}
+{{- $release := index $annotations "meta.helm.sh/release-name" | default "" -}}
+{{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" -}}
+{{- if not (and (eq $release .Release.Name) (eq $namespace .Release.Namespace)) -}}
+{{- $owner := "no Helm release: kubectl apply -k of manifests/, or `make demo DEMO_ARGS=--keep`, registered it" -}}
+{{- if $release -}}
+{{- $owner = printf "Helm release %s in namespace %s" $release $namespace -}}
+{{- end -}}
+{{- fail (printf "MutatingWebhookConfiguration %s already exists and belongs to %s. Two podium webhooks would both pin the same pods. Remove the other install first (kubectl delete mutatingwebhookconfiguration %s; for kustomize, kubectl delete -k <your overlay>; for Helm, helm uninstall), or install this one beside it under another name: another release name, or --set fullnameOverride=<name>, in a namespace of its own (docs/operations.md, \"A canary beside the main install\")." $name $owner $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
