@@ -120,11 +120,8 @@ def metric(server: Podium, name: str) -> float:
 
 
 def events(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:
-    return [
-        e
-        for e in listed(cluster, "events.k8s.io/v1", "Event", ns)
-        if (e.get("regarding") or {}).get("name") == job
-    ]
+    found = cluster.request("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+    return [e for e in found if (e.get("regarding") or {}).get("name") == job]
 
 
 def released_entries(server: Podium, ns: str) -> list[dict[str, Any]]:
