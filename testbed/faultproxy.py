@@ -9,6 +9,10 @@ Modes:
     stall   keep every connection (and accept new ones) but forward nothing: a hung apiserver
     refuse  close the listening socket and reset every open connection: an unreachable apiserver
 
+``delay`` (seconds, any mode but stall) holds every chunk bound for the apiserver that long
+before forwarding it: a slow link that makes each request of a client take at least ``delay``,
+so a test can act between two of its requests (answers and watch events are not delayed).
+
 While refusing, the port stays bound by a socket that does not listen (``SO_REUSEPORT``), so
 connects are refused and no other socket, such as a client's ephemeral port, can take the port
 before ``pass`` listens on it again.
@@ -34,6 +38,7 @@ class FaultProxy:
         self.host = host
         self.upstream_port = upstream_port
         self.mode: Mode = "pass"
+        self.delay = 0.0
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -148,10 +153,12 @@ class FaultProxy:
             self._reset_all()
             return
         done = threading.Event()
-        for src, dst in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self._pump, args=(src, dst, done), daemon=True).start()
+        for src, dst, up in ((client, upstream, True), (upstream, client, False)):
+            threading.Thread(target=self._pump, args=(src, dst, done, up), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, done: threading.Event) -> None:
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, done: threading.Event, upstream: bool
+    ) -> None:
         try:
             while not done.is_set():
                 if self.mode == "stall":  # hold the connection, move no bytes
@@ -166,6 +173,8 @@ class FaultProxy:
                 # Another thread may stall it meanwhile (mypy narrowed `mode` above).
                 while self.mode == "stall" and not done.is_set():  # type: ignore[comparison-overlap]
                     time.sleep(_POLL)
+                if upstream and self.delay:
+                    time.sleep(self.delay)
                 dst.sendall(data)
         except (OSError, ValueError):
             pass

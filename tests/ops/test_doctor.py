@@ -439,7 +439,9 @@ def test_non_training_pods_are_not_jobs() -> None:
 def stub_cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
     c = Cluster()
 
-    async def collect(_api: Any, *, namespace: str | None = None, on_kind: Any = None) -> list[Obj]:
+    async def collect(
+        _api: Any, *, namespace: str | None = None, on_kind: Any = None, own_namespace: str = ""
+    ) -> list[Obj]:
         return c.objects()
 
     monkeypatch.setattr(doctor, "collect", collect)

@@ -5,7 +5,9 @@ nor "without policy" — it is held, with the releaser's why; a hold longer than
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from tests.core.test_release import HOLD, cluster, held_job, hogs
 from webhook.ops import doctor
@@ -35,3 +37,46 @@ def test_a_job_too_big_for_any_zone_is_flagged_at_once(now: datetime) -> None:
     result = doctor.diagnose([*cluster(), *held_job("huge", 9, now)], HOLD, now=now)
     (finding,) = result.findings
     assert finding.check == "too-big" and "even empty" in finding.detail
+
+
+def lease(holder: str, renewed: datetime, duration: int = 15) -> dict[str, object]:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "podium-reconciler", "namespace": "podium-system"},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration,
+            "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("leases", "says"),
+    [
+        ([], "does not exist"),
+        ([lease("", datetime(2026, 1, 1, tzinfo=UTC))], "has no holder"),
+        ([lease("podium-0", datetime(2026, 1, 1, tzinfo=UTC))], "podium-0 last renewed it"),
+    ],
+    ids=["no-lease", "released", "expired"],
+)
+def test_held_pods_wait_for_podium_when_no_replica_leads(
+    now: datetime, leases: list[dict[str, object]], says: str
+) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now), *leases]
+    (finding,) = doctor.diagnose(objects, HOLD, now=now, lease_read=True).findings
+    assert finding.check == "no-leader" and says in finding.detail, finding.detail
+    assert "wait for podium's releaser" in finding.detail and len(finding.pods) == 4
+    assert "start podium" in finding.fix
+
+
+def test_a_leader_renewing_its_lease_is_no_finding(now: datetime) -> None:
+    alive = lease("podium-0", now - timedelta(seconds=3))
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now), alive]
+    assert doctor.diagnose(objects, HOLD, now=now, lease_read=True).findings == []
+
+
+def test_without_the_lease_read_nothing_is_said_of_leaders(now: datetime) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now)]
+    assert doctor.diagnose(objects, HOLD, now=now).findings == []

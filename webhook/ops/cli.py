@@ -646,6 +646,7 @@ def _diagnose_live(
                 checks.collect(
                     objects_api,
                     namespace=namespace,
+                    own_namespace=settings.own_namespace,
                     on_kind=lambda kind: progress.update(
                         reading, advance=1, description=f"listing {kind}"
                     ),
@@ -670,6 +671,7 @@ def _diagnose_live(
             objects,
             settings,
             namespace=namespace,
+            lease_read=True,
             progress=lambda n: progress.update(checking, completed=n),
         )
 

@@ -19,6 +19,9 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
                     more than half of hold-timeout-seconds; the finding quotes the releaser's
                     why (what it needs, the roomiest zone, its place in line)
     too-big         (zone-chooser: hold) the job needs more than any zone holds even empty
+    no-leader       (zone-chooser: hold) the job's pods are held and no podium replica leads
+                    (the lease ``podium-reconciler`` is missing, released or not renewed within
+                    its duration): nothing else removes podium's gate, they wait for podium
     unschedulable   a pod podium pinned to a zone is reported unschedulable by the scheduler
                     (PodScheduled=False, reason Unschedulable): the zone has no room for it, the
                     job waits half-started — the failure podium exists to prevent; the finding
@@ -39,6 +42,7 @@ engine). And for the cluster as a whole:
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -49,10 +53,10 @@ from rich.table import Table
 from webhook.core import adapters, engine, labels, policies, release
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj, group_of
+from webhook.core.objects import Obj, group_of, parse_time
 from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
-from webhook.kube import cache, errors
+from webhook.kube import cache, errors, leader
 from webhook.ops import policyjudge
 
 if TYPE_CHECKING:
@@ -69,6 +73,7 @@ Check = Literal[
     "unschedulable",
     "long-hold",
     "too-big",
+    "no-leader",
     "old-cilium",
     "identity-labels",
 ]
@@ -101,6 +106,9 @@ FIXES: Mapping[Check, str] = {
     "long-hold": "held pods wait for podium's releaser (the elected replica): while podium is "
     "down they stay held until it is back; else free room for the whole job in one zone, or "
     "shrink the job; after hold-timeout-seconds it is released into the roomiest zone",
+    "no-leader": "start podium (or see why no replica renews the lease: its logs, `kubectl -n "
+    "<podium's namespace> get lease podium-reconciler`); held pods wait until a replica leads, "
+    "then its releaser releases them once a zone has room",
     "too-big": "no zone can hold the whole job even empty: shrink it, or let it run across zones "
     "(too-big: spread, with one job-wide policy), or delete it",
     "unschedulable": "free capacity in the job's zone, or wait for it to free up; podium keeps "
@@ -243,11 +251,16 @@ def diagnose(
     namespace: str | None = None,
     progress: Callable[[int], None] | None = None,
     now: datetime | None = None,
+    lease_read: bool = False,
 ) -> Diagnosis:
     """Verdicts for every training job (in ``namespace``, or everywhere) from a list of the
     cluster's objects: Namespaces, Nodes, Pods, job objects, podium's objects and the Cilium and
-    Kubernetes network policies. ``progress(n)`` is told every pod it has looked at."""
+    Kubernetes network policies. ``progress(n)`` is told every pod it has looked at.
+    ``lease_read``: the objects hold podium's leader Lease if it exists (``collect`` reads it),
+    so held jobs are flagged when no replica leads."""
     everything = list(objects)
+    now = now or datetime.now(UTC)
+    no_leader = _no_leader(everything, settings, now) if lease_read else None
     view = ClusterView.from_objects(everything, zone_label=settings.zone_label, kept=adapters.KEPT)
     crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
     config = view.get("v1", "ConfigMap", *CILIUM_CONFIG)
@@ -276,7 +289,8 @@ def diagnose(
             copied.pop(key, []),
             withheld=policies.withheld(settings, crd) is not None,
             wait=waits.get(job.gang.key),
-            now=now or datetime.now(UTC),
+            now=now,
+            no_leader=no_leader,
         )
         for key, job in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[1].name, kv[0][1]))
     ]
@@ -419,6 +433,7 @@ def _judge(
     withheld: bool = False,
     wait: release.Wait | None = None,
     now: datetime | None = None,
+    no_leader: str | None = None,
 ) -> JobVerdict:
     ns, gang = job.namespace, job.gang
     findings: list[Finding] = []
@@ -455,6 +470,14 @@ def _judge(
     _check_cuts(job, view.namespace(ns), network, keep, find)
     if wait is not None:
         _check_hold(wait, settings, now, find)
+        if no_leader:
+            gated = wait.held.held
+            find(
+                "no-leader",
+                f"{len(gated)} pod(s) held behind podium's gate wait for podium's releaser, and no "
+                f"podium replica leads ({no_leader}): they stay held until podium runs again",
+                [p.as_object() for p in gated],
+            )
     zones = tuple(sorted(by_zone))
     held = wait.why if wait is not None else None
     return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings), held)
@@ -463,6 +486,34 @@ def _judge(
 def _all_held(job: _Job) -> bool:
     alive = [p for p in job.pods if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
     return bool(alive) and all(has_gate(p.get("spec") or {}) for p in alive)
+
+
+def _no_leader(objects: Sequence[Obj], settings: Settings, now: datetime) -> str | None:
+    """Why no podium replica leads — its Lease missing, released (no holder) or not renewed
+    within its duration, on this machine's clock — or None while one does."""
+    where = f"lease {settings.own_namespace}/{leader.LEASE_NAME}"
+    lease = next(
+        (
+            o
+            for o in objects
+            if o.get("kind") == leader.KIND
+            and _name(o) == leader.LEASE_NAME
+            and (o.get("metadata") or {}).get("namespace") == settings.own_namespace
+        ),
+        None,
+    )
+    if lease is None:
+        return f"{where} does not exist"
+    spec = lease.get("spec") or {}
+    if not spec.get("holderIdentity"):
+        return f"{where} has no holder: the last leader gave it up"
+    renewed = parse_time(spec.get("renewTime"))
+    duration = float(spec.get("leaseDurationSeconds") or leader.Timing().duration)
+    age = (now - renewed).total_seconds() if renewed else None
+    if age is not None and age <= duration:
+        return None
+    ago = f"{age:.0f}s ago" if age is not None else "never"
+    return f"{where}: {spec['holderIdentity']} last renewed it {ago}, its duration is {duration:g}s"
 
 
 def _check_hold(wait: release.Wait, settings: Settings, now: datetime | None, find: Find) -> None:
@@ -671,10 +722,14 @@ async def collect(
     *,
     namespace: str | None = None,
     on_kind: Callable[[str], None] | None = None,
+    own_namespace: str = "podium-system",
 ) -> list[Obj]:
     """Every object ``diagnose`` needs, listed from the apiserver (in ``namespace`` for the
-    namespaced kinds when given). Kinds whose CRD is not installed are skipped."""
+    namespaced kinds when given), and podium's leader Lease (in ``own_namespace``) if it exists.
+    Kinds whose CRD is not installed are skipped."""
     out: list[Obj] = []
+    with contextlib.suppress(errors.ApiError):  # none yet, or not readable: no replica leads
+        out.append(await api.get(leader.API_VERSION, leader.KIND, own_namespace, leader.LEASE_NAME))
     for api_version, kind in kinds_to_read():
         if on_kind is not None:
             on_kind(kind)
