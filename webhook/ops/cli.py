@@ -174,7 +174,7 @@ def review(
         raise output.fail(str(err)) from err
     chosen = output_format or (ReviewFormat.SUMMARY if output.is_terminal() else ReviewFormat.JSON)
     if chosen is ReviewFormat.SUMMARY:
-        Console(highlight=False, soft_wrap=True).print("\n".join(offline.summary(result)))
+        Console(highlight=False).print(offline.layout(offline.summary(result)))
         return
     for note in result.notes:
         output.note(f"Warning: {note}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +19,9 @@ from typing import Any
 
 import orjson
 import yaml
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 
 from webhook.core import adapters, audit, release, resources, reviews
 from webhook.core.objects import Obj, key_of
@@ -393,10 +397,36 @@ def _patch_ops(response: Mapping[str, Any]) -> list[str]:
     for op in ops:
         value = ""
         if "value" in op:
-            text = orjson.dumps(op["value"]).decode()
-            value = " = " + (text if len(text) <= 80 else text[:77] + "…")
+            # Whole, never cut; spaced (", ", ": ") so a terminal's width wraps it between
+            # values, not inside a label.
+            value = " = " + json.dumps(op["value"], separators=(", ", ": "), ensure_ascii=False)
         out.append(f"{op.get('op')} {_unescape(str(op.get('path')))}{value}")
     return out
+
+
+#: The summary's gutter: two blanks and a nine-character label (``  patch    ``).
+GUTTER = 11
+
+
+def layout(lines: Sequence[str]) -> Group:
+    """``summary``'s lines for a terminal: a line wider than it wraps between words and goes on
+    under its text, not under its label (a patch value on its own lines, whole)."""
+    parts: list[Text | Table] = []
+    grid: Table | None = None
+    for line in lines:
+        text = Text.from_markup(line)
+        if not (text.plain.startswith("  ") and len(text) > GUTTER):
+            parts.append(text)
+            grid = None
+            continue
+        if grid is None:
+            grid = Table.grid()
+            grid.add_column(width=GUTTER, no_wrap=True)
+            grid.add_column(overflow="fold")
+            parts.append(grid)
+        label, rest = text.divide([GUTTER])
+        grid.add_row(label, rest)
+    return Group(*parts)
 
 
 def _unescape(path: str) -> str:

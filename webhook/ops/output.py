@@ -25,8 +25,10 @@ from typing import Any
 import typer
 import typer.core
 from rich import box
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 OK = 0
 FINDINGS = 1
@@ -125,11 +127,12 @@ def make_plain(table: Table) -> Table:
 
 
 def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
-    """Print to stdout: rich on a terminal (fits its width); plain text otherwise."""
+    """Print to stdout: rich on a terminal (a table too wide for it as ``fit`` lays it out);
+    plain text otherwise."""
     if not plain:
         console = Console(highlight=False)
         for item in renderables:
-            console.print(item)
+            console.print(fit(item, width=console.width) if isinstance(item, Table) else item)
         return
     buffer = io.StringIO()
     console = Console(
@@ -144,3 +147,30 @@ def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
         console.print(item)
     sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
     sys.stdout.flush()
+
+
+def fit(table: Table, *, width: int) -> RenderableType:
+    """``table`` when every column gets at least its longest word in ``width`` columns (cells
+    with spaces then wrap between words, a name stays whole); otherwise the same rows one below
+    the other, a ``column: value`` line per cell (as ``kubectl describe``), so that no name is
+    folded mid-word (``ml-t/eam``) and no value is cut. Only a single word wider than the whole
+    value column folds."""
+    measured = Measurement.get(_MEASURING, _MEASURING.options, table)  # unclamped
+    if measured.minimum <= width:
+        return table
+    names = [str(column.header) for column in table.columns]
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    for i, cells in enumerate(rows):
+        if i:
+            grid.add_row("", "")
+        for name, cell in zip(names, cells, strict=True):
+            grid.add_row(f"{name}:", cell)
+    title = table.title
+    return Group(Text(str(title), style="bold"), grid) if title else grid
+
+
+#: A console only to measure with (never printed to).
+_MEASURING = Console(file=io.StringIO(), width=PLAIN_WIDTH, color_system=None)

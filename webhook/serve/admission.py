@@ -128,7 +128,7 @@ class Admitter:
                 )
             except errors.ApiError as err:
                 return self._fail_open(
-                    request, decision, started=started, now=now, why=f"Kubernetes API: {err}"
+                    request, decision, started=started, now=now, why=_api_failure(err, request)
                 )
             warnings = [*decision.warnings, *applied.warnings]
             results = [
@@ -239,3 +239,15 @@ class Admitter:
             log.exception("audit sink failed for %s", entry.get("requestUID"))
         if self.observe is not None:
             self.observe(entry)
+
+
+def _api_failure(err: errors.ApiError, request: reviews.Request) -> str:
+    """Why writing a decision's objects failed; a 403 says what to change, since it is most
+    likely a namespace that opted in but where podium may not write (rbac.scope: namespaced)."""
+    why = f"Kubernetes API: {err}"
+    if err.status == 403:
+        why += (
+            f"; podium may not write in namespace {request.namespace}: bind ClusterRole "
+            "podium-writer there (the chart's rbac.namespaces)"
+        )
+    return why

@@ -1,0 +1,129 @@
+"""podium under exactly the chart's RBAC (issue 22, item 5): its ServiceAccount, ClusterRoles and
+bindings rendered by ``helm template``, applied, and a token minted for that ServiceAccount —
+not the admin the other e2e modules run it as. Whatever podium needs and the chart forgot shows
+up here as a 403.
+
+The default scope (cluster) runs podium's whole flow with ``zone-chooser: hold``: a gang held
+behind podium's gate (pods are patched), released whole into one zone with its record and policy
+written first (test_hold's own test, collected here with this module's podium), its Lease taken
+in podium's namespace, and the reconciler re-creating a deleted policy. The namespaced scope
+(`rbac.scope: namespaced`) is in test_least_privilege_namespaced.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from testbed.controlplane import ApiError, LocalCluster
+from testbed.controlplane.api import Api
+from testbed.podium import Podium, opted_in_namespace, serving
+
+from .test_hold import (
+    gated,
+    pods_of,
+    test_a_gang_waits_gated_then_is_released_whole_with_its_policy_first,
+)
+from .test_podium import (
+    collection,
+    create_concurrently,
+    listed,
+    pytorch_pods,
+    pytorchjob,
+    wait_until_no_gpu_is_taken,
+)
+
+pytestmark = pytest.mark.e2e
+
+__all__ = ["test_a_gang_waits_gated_then_is_released_whole_with_its_policy_first"]
+
+CNP = "cilium.io/v2"
+ACCOUNT = "system:serviceaccount:podium-system:podium"
+
+
+@pytest.fixture(scope="module")
+def podium(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Podium]:
+    """podium as the chart installs it (rbac.scope: cluster, the default)."""
+    config = "zone-chooser: hold\nrelease-interval-seconds: 1\nreconcile-interval-seconds: 0.5\n"
+    server = Podium(
+        local_cluster, tmp_path_factory.mktemp("least-privilege"), config=config, chart_rbac=()
+    )
+    with serving(server, unregister=True) as started:
+        yield started
+
+
+@pytest.fixture
+def ns(local_cluster: LocalCluster, podium: Podium) -> Iterator[str]:
+    wait_until_no_gpu_is_taken(local_cluster)
+    with opted_in_namespace(local_cluster, "least") as name:
+        yield name
+
+
+def test_podium_runs_as_the_charts_service_account(podium: Podium) -> None:
+    """Not as the admin: the apiserver names the chart's ServiceAccount, and the Lease podium
+    took is in its own namespace (the chart's Role for leader election)."""
+    config = podium.kubeconfig.read_text()
+    assert "client-certificate" not in config and "token:" in config
+    lease = podium.cluster.request(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/podium-system/leases"
+    )["items"]
+    assert lease, "podium took no Lease"
+    assert not [line for line in podium.log_tail(400).splitlines() if "403" in line], (
+        podium.log_tail(400)
+    )
+
+
+def test_the_reconciler_recreates_a_deleted_policy(local_cluster: LocalCluster, ns: str) -> None:
+    job = pytorchjob(local_cluster, ns, "kept", workers=1, gpus=0)
+    names = [
+        p["metadata"]["name"]
+        for p in create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
+    ]
+    local_cluster.wait_for(
+        "the gang to be released",
+        lambda: not any(gated(p) for p in pods_of(local_cluster, ns, names)),
+        timeout=60,
+    )
+    local_cluster.wait_for(
+        "its policy",
+        lambda: bool(listed(local_cluster, CNP, "CiliumNetworkPolicy", ns)),
+        timeout=30,
+    )
+    (policy,) = listed(local_cluster, CNP, "CiliumNetworkPolicy", ns)
+    path = f"{collection(CNP, 'CiliumNetworkPolicy', ns)}/{policy['metadata']['name']}"
+    local_cluster.request("DELETE", path)
+
+    def back() -> bool:
+        try:
+            got = local_cluster.request("GET", path)
+        except ApiError:
+            return False
+        return bool(got["metadata"]["uid"] != policy["metadata"]["uid"])
+
+    local_cluster.wait_for("the reconciler to re-create the policy", back, timeout=30)
+    assert local_cluster.request("GET", path)["spec"] == policy["spec"]
+
+
+def test_the_chart_lets_podium_write_in_kube_system(podium: Podium) -> None:
+    """What rbac.scope: cluster means, said plainly: podium's writes are bound cluster-wide, so
+    the apiserver would let it write a ConfigMap even in kube-system (a dry run here). The
+    namespaced scope is the answer to that."""
+    as_podium = Api.from_kubeconfig(podium.kubeconfig)
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "podium-probe", "namespace": "kube-system"},
+    }
+    created = as_podium.request(
+        "POST", "/api/v1/namespaces/kube-system/configmaps", configmap, query={"dryRun": "All"}
+    )
+    assert created["metadata"]["name"] == "podium-probe"
+    review = as_podium.request(
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
+    assert review["status"]["userInfo"]["username"] == ACCOUNT
