@@ -520,3 +520,21 @@ def test_the_summary_at_80_columns_keeps_every_patch_value_whole(tmp_path: Path)
             assert json.dumps(op["value"], separators=(", ", ": ")) in words, op
     patch = lines.index(next(line for line in lines if line.startswith("  patch ")))
     assert all(line.startswith(" " * 11) for line in lines[patch + 1 : patch + len(ops)])
+
+
+def test_a_zone_that_does_not_fit_says_how_its_free_capacity_is_split(tmp_path: Path) -> None:
+    """zone-c has 16 GPUs free, as 2 on each of its 8 nodes: no 8-GPU pod fits there, and the
+    summary says so rather than leave "16 free, does not fit" a riddle."""
+    pj = pytorchjob()
+    six_each = [
+        PodBuilder("other", name=f"six-c-{i}").gpus(6).bound(f"c-{i}").obj() for i in range(8)
+    ]
+    objects = [*base_cluster(pj), *six_each]
+    shown = invoke_review(
+        tmp_path, pytorch_pod(pj).obj(), objects, "-o", "summary", NO_COLOR="1", COLUMNS="200"
+    ).stdout
+    (line,) = [line.rstrip() for line in shown.splitlines() if "zone-c:" in line]
+    assert "16 nvidia.com/gpu" in line and "does not fit" in line
+    assert line.endswith("(per node: 2 nvidia.com/gpu on 8 nodes)"), line
+    (zone_a,) = [line.rstrip() for line in shown.splitlines() if "zone-a:" in line]
+    assert zone_a.endswith("does not fit (per node: 8 nvidia.com/gpu on 1 node)"), zone_a
