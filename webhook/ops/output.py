@@ -155,6 +155,9 @@ def fit(table: Table, *, width: int) -> RenderableType:
     the other, a ``column: value`` line per cell (as ``kubectl describe``), so that no name is
     folded mid-word (``ml-t/eam``) and no value is cut. Only a single word wider than the whole
     value column folds."""
+    for column in table.columns:
+        # A name never wraps: rich would otherwise narrow its column and fold it mid-word.
+        column.no_wrap = column.no_wrap or all(len(str(c).split()) <= 1 for c in column.cells)
     measured = Measurement.get(_MEASURING, _MEASURING.options, table)  # unclamped
     if measured.minimum <= width:
         return table
