@@ -18,10 +18,11 @@ import pytest
 
 from testbed.controlplane import ApiError, LocalCluster
 from testbed.controlplane.api import Api
-from testbed.podium import Podium, opted_in_namespace, serving
+from testbed.podium import Podium, serving
 
-from .test_hold import (
+from .test_hold import (  # noqa: F401  (ns: test_hold's fixture, on this module's podium)
     gated,
+    ns,
     pods_of,
     test_a_gang_waits_gated_then_is_released_whole_with_its_policy_first,
 )
@@ -31,11 +32,11 @@ from .test_podium import (
     listed,
     pytorch_pods,
     pytorchjob,
-    wait_until_no_gpu_is_taken,
 )
 
 pytestmark = pytest.mark.e2e
 
+# Collected here too: the same test, on this module's podium (the chart's RBAC).
 __all__ = ["test_a_gang_waits_gated_then_is_released_whole_with_its_policy_first"]
 
 CNP = "cilium.io/v2"
@@ -55,13 +56,6 @@ def podium(
         yield started
 
 
-@pytest.fixture
-def ns(local_cluster: LocalCluster, podium: Podium) -> Iterator[str]:
-    wait_until_no_gpu_is_taken(local_cluster)
-    with opted_in_namespace(local_cluster, "least") as name:
-        yield name
-
-
 def test_podium_runs_as_the_charts_service_account(podium: Podium) -> None:
     """Not as the admin: the apiserver names the chart's ServiceAccount, and the Lease podium
     took is in its own namespace (the chart's Role for leader election)."""
@@ -76,7 +70,10 @@ def test_podium_runs_as_the_charts_service_account(podium: Podium) -> None:
     )
 
 
-def test_the_reconciler_recreates_a_deleted_policy(local_cluster: LocalCluster, ns: str) -> None:
+def test_the_reconciler_recreates_a_deleted_policy(
+    local_cluster: LocalCluster,
+    ns: str,  # noqa: F811
+) -> None:
     job = pytorchjob(local_cluster, ns, "kept", workers=1, gpus=0)
     names = [
         p["metadata"]["name"]
