@@ -12,11 +12,15 @@ in podium's namespace, and the reconciler re-creating a deleted policy. The name
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from testbed.controlplane import ApiError, LocalCluster
+from testbed.controlplane import ApiError, LocalCluster, kubectl
 from testbed.controlplane.api import Api
 from testbed.podium import Podium, serving
 
@@ -124,3 +128,56 @@ def test_the_chart_lets_podium_write_in_kube_system(podium: Podium) -> None:
         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
     )
     assert review["status"]["userInfo"]["username"] == ACCOUNT
+
+
+def test_kubectl_podium_doctor_and_audit_against_the_cluster(
+    local_cluster: LocalCluster,
+    podium: Podium,
+    ns: str,  # noqa: F811
+) -> None:
+    """The plugin as a kubectl user runs it (issue 22, item 4): the real kubectl finds
+    ``kubectl-podium`` on PATH and hands it $KUBECONFIG and the flags before the command; at
+    80 columns (a terminal) neither doctor nor audit folds a name."""
+    job = pytorchjob(local_cluster, ns, "plugin", workers=1, gpus=0)
+    names = [
+        p["metadata"]["name"]
+        for p in create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
+    ]
+    local_cluster.wait_for(
+        "the gang to be released",
+        lambda: not any(gated(p) for p in pods_of(local_cluster, ns, names)),
+        timeout=60,
+    )
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(local_cluster.kubeconfig),
+        "COLUMNS": "80",
+        "TTY_COMPATIBLE": "1",
+        "NO_COLOR": "1",
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+
+    def kubectl_podium(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(kubectl.find()), "podium", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        print(f"$ kubectl podium {' '.join(args)}  (exit {done.returncode})\n{done.stdout}")
+        return done
+
+    doctor = kubectl_podium("-n", ns, "doctor")
+    assert doctor.returncode in (0, 1), doctor.stderr
+    assert max(len(line.rstrip()) for line in doctor.stdout.splitlines()) <= 80
+    assert "PyTorchJob/plugin" in doctor.stdout or "no problems found" in doctor.stdout
+    audit = kubectl_podium("-n", ns, "audit", str(podium.audit_file), "--utc")
+    assert audit.returncode == 0, audit.stderr
+    lines = [line.rstrip() for line in audit.stdout.splitlines()]
+    assert max(len(line) for line in lines) <= 80
+    for name in names:
+        assert any(line.endswith(name) or f" {name} " in line for line in lines), name

@@ -174,7 +174,8 @@ def review(
         raise output.fail(str(err)) from err
     chosen = output_format or (ReviewFormat.SUMMARY if output.is_terminal() else ReviewFormat.JSON)
     if chosen is ReviewFormat.SUMMARY:
-        Console(highlight=False).print(offline.layout(offline.summary(result)))
+        summary = output.under_labels(offline.summary(result), gutter=offline.GUTTER)
+        Console(highlight=False).print(summary)
         return
     for note in result.notes:
         output.note(f"Warning: {note}")

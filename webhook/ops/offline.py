@@ -20,9 +20,6 @@ from typing import Any
 
 import orjson
 import yaml
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from webhook.core import adapters, audit, release, resources, reviews
 from webhook.core.objects import Obj, key_of
@@ -448,27 +445,6 @@ def _patch_ops(response: Mapping[str, Any]) -> list[str]:
 
 #: The summary's gutter: two blanks and a nine-character label (``  patch    ``).
 GUTTER = 11
-
-
-def layout(lines: Sequence[str]) -> Group:
-    """``summary``'s lines for a terminal: a line wider than it wraps between words and goes on
-    under its text, not under its label (a patch value on its own lines, whole)."""
-    parts: list[Text | Table] = []
-    grid: Table | None = None
-    for line in lines:
-        text = Text.from_markup(line)
-        if not (text.plain.startswith("  ") and len(text) > GUTTER):
-            parts.append(text)
-            grid = None
-            continue
-        if grid is None:
-            grid = Table.grid()
-            grid.add_column(width=GUTTER, no_wrap=True)
-            grid.add_column(overflow="fold")
-            parts.append(grid)
-        label, rest = text.divide([GUTTER])
-        grid.add_row(label, rest)
-    return Group(*parts)
 
 
 def _unescape(path: str) -> str:

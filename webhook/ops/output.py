@@ -177,3 +177,25 @@ def fit(table: Table, *, width: int) -> RenderableType:
 
 #: A console only to measure with (never printed to).
 _MEASURING = Console(file=io.StringIO(), width=PLAIN_WIDTH, color_system=None)
+
+
+def under_labels(lines: Iterable[str], *, gutter: int) -> Group:
+    """Lines of rich markup whose first ``gutter`` characters are a label (``  patch    ``), for
+    a terminal: a line wider than it wraps between words and goes on under its text, not under
+    its label; lines without a label (not indented) wrap as they are."""
+    parts: list[Text | Table] = []
+    grid: Table | None = None
+    for line in lines:
+        text = Text.from_markup(line)
+        if not (text.plain.startswith("  ") and len(text) > gutter):
+            parts.append(text)
+            grid = None
+            continue
+        if grid is None:
+            grid = Table.grid()
+            grid.add_column(width=gutter, no_wrap=True)
+            grid.add_column(overflow="fold")
+            parts.append(grid)
+        label, rest = text.divide([gutter])
+        grid.add_row(label, rest)
+    return Group(*parts)
