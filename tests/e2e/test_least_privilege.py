@@ -13,6 +13,7 @@ in podium's namespace, and the reconciler re-creating a deleted policy. The name
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -169,6 +170,8 @@ def test_kubectl_podium_doctor_and_audit_against_the_cluster(
             check=False,
         )
         print(f"$ kubectl podium {' '.join(args)}  (exit {done.returncode})\n{done.stdout}")
+        # What the terminal shows: without rich's escape sequences (bold, italic).
+        done.stdout = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
         return done
 
     doctor = kubectl_podium("-n", ns, "doctor")
