@@ -61,3 +61,20 @@ def test_a_table_whose_wrappable_cells_can_wrap_between_words_stays_a_table() ->
     table.add_row("zone-c", "a reason long enough to wrap at eighty columns " * 3)
     assert output.fit(table, width=80) is table
     assert max(len(line) for line in drawn(table, 80)) <= 80
+
+
+def test_a_column_is_never_narrower_than_its_longest_word() -> None:
+    """`podium audit`'s per-job summary at 80 columns, as seen on the test bed: rich shrank the
+    wrappable outcomes column below its own header and printed ``outcome`` / ``s``."""
+    table = output.table("per job (1)", plain=False)
+    columns = ["namespace", "job", "gang", "admissions", "zones", "outcomes", "verdict"]
+    cells = ["hold-1d042d", "PyTorchJob/plugin", "f3aa1483", "5", "zone-a (1)"]
+    cells += ["held (2), released (1), skipped (2)", "ok"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    table.add_row(*cells)
+    lines = drawn(output.fit(table, width=80), 80)
+    assert max(len(line) for line in lines) <= 80
+    words = {word for line in lines for word in line.split()}
+    assert set(columns) <= words
+    assert {w for c in cells for w in c.split()} <= words

@@ -155,11 +155,10 @@ def fit(table: Table, *, width: int) -> RenderableType:
     the other, a ``column: value`` line per cell (as ``kubectl describe``), so that no name is
     folded mid-word (``ml-t/eam``) and no value is cut. Only a single word wider than the whole
     value column folds."""
-    for column in table.columns:
-        # A name never wraps: rich would otherwise narrow its column and fold it mid-word.
-        column.no_wrap = column.no_wrap or all(len(str(c).split()) <= 1 for c in column.cells)
-    measured = Measurement.get(_MEASURING, _MEASURING.options, table)  # unclamped
-    if measured.minimum <= width:
+    widths = _word_widths(table, width)
+    if widths is not None:
+        for column, chosen in zip(table.columns, widths, strict=True):
+            column.width = chosen
         return table
     names = [str(column.header) for column in table.columns]
     grid = Table.grid(padding=(0, 1))
@@ -173,6 +172,32 @@ def fit(table: Table, *, width: int) -> RenderableType:
             grid.add_row(f"{name}:", cell)
     title = table.title
     return Group(Text(str(title), style="bold"), grid) if title else grid
+
+
+def _word_widths(table: Table, width: int) -> list[int] | None:
+    """Column widths (content, as ``Column.width``) that give every column its longest word —
+    a name (no spaces in any cell) all of itself — and share what is left in proportion to what
+    each column could use; None when ``width`` is too narrow for that. rich's own shrinking
+    ignores word lengths, so the widths are fixed here."""
+    spans = []
+    for column in table.columns:
+        cells = [column.header, *column.cells]
+        measured = [Measurement.get(_MEASURING, _MEASURING.options, _text(c)) for c in cells]
+        longest = max(m.maximum for m in measured)
+        name = column.no_wrap or all(len(str(c).split()) <= 1 for c in column.cells)
+        spans.append((longest if name else max(m.minimum for m in measured), longest))
+    natural = Measurement.get(_MEASURING, _MEASURING.options, table).maximum
+    room = width - (natural - sum(most for _, most in spans))  # less padding and borders
+    spare = room - sum(least for least, _ in spans)
+    if spare < 0:
+        return None
+    wanted = sum(most - least for least, most in spans) or 1
+    share = min(1.0, spare / wanted)
+    return [least + int((most - least) * share) for least, most in spans]
+
+
+def _text(cell: Any) -> RenderableType:
+    return _MEASURING.render_str(cell) if isinstance(cell, str) else cell
 
 
 #: A console only to measure with (never printed to).
