@@ -13,17 +13,24 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from testbed import rbac
 from testbed.controlplane import ApiError, LocalCluster
 from testbed.paths import REPO
 from testbed.processes import free_port, tail
 
 WEBHOOK_MANIFEST = REPO / "manifests" / "base" / "mutatingwebhookconfiguration.yaml"
+#: podium's own namespace (its Lease, and with ``chart_rbac`` its ServiceAccount).
+NAMESPACE = "podium-system"
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
 class Podium:
@@ -34,8 +41,12 @@ class Podium:
         *,
         config: str | None = None,
         stdout: int = subprocess.DEVNULL,
+        chart_rbac: Sequence[str] | None = None,
     ) -> None:
-        """``stdout``: where podium's audit lines go; ``subprocess.PIPE`` to read them."""
+        """``stdout``: where podium's audit lines go; ``subprocess.PIPE`` to read them.
+        ``chart_rbac``: run podium as the chart's ServiceAccount with exactly the chart's RBAC
+        (rendered with these ``--set`` values, applied, a token minted: `testbed.rbac`) instead
+        of as the cluster's admin."""
         self.cluster = cluster
         self.stdout = stdout
         self.work_dir = work_dir
@@ -44,6 +55,12 @@ class Podium:
         self.audit_file = work_dir / "audit.jsonl"
         self.log_file = work_dir / "podium.log"
         self.config = config
+        self.kubeconfig = cluster.kubeconfig
+        if chart_rbac is not None:
+            cluster.apply(_namespace(NAMESPACE))
+            self.kubeconfig = rbac.as_installed(
+                cluster, work_dir, namespace=NAMESPACE, values=chart_rbac
+            )
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self.cert, self.key = cluster.issue_certificate(
@@ -74,11 +91,11 @@ class Podium:
             "--key-file",
             str(self.key),
             "--kubeconfig",
-            str(self.cluster.kubeconfig),
+            str(self.kubeconfig),
             "--audit-file",
             str(self.audit_file),
             "--namespace",
-            "podium-system",
+            NAMESPACE,
         ]
         if self.config:
             (self.work_dir / "podium.yaml").write_text(self.config)

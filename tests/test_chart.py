@@ -164,8 +164,12 @@ needs_kubectl = pytest.mark.skipif(
         (("--set", "certManager.enabled=true"), MANIFESTS / "overlays" / "cert-manager"),
         (("--set", "cilium.enabled=true"), MANIFESTS / "overlays" / "cilium"),
         (MONITORING, MANIFESTS / "overlays" / "monitoring"),
+        (
+            ("--set", "rbac.scope=namespaced", "--set", "rbac.namespaces={ml}"),
+            MANIFESTS / "overlays" / "namespaced-rbac",
+        ),
     ],
-    ids=["base", "cert-manager", "cilium", "monitoring"],
+    ids=["base", "cert-manager", "cilium", "monitoring", "namespaced-rbac"],
 )
 def test_the_chart_renders_what_kustomize_renders(
     helm: str, flags: tuple[str, ...], kustomization: Path
@@ -413,6 +417,9 @@ def test_an_old_kubernetes_is_refused(helm: str) -> None:
         ("fullnameOverride=Podium_Canary", "fullnameOverride"),
         ("extraSettings.time-budget-seconds=5", "must be below timeoutSeconds"),
         ("extraSettings.time_budget_seconds=7.5", "must be below timeoutSeconds"),
+        ("rbac.scope=everywhere", "rbac/scope"),
+        ("rbac.scope=namespaced", "rbac/namespaces"),  # and no namespace to write in
+        ("rbac.namespaces={Not_A_Name}", "rbac/namespaces/0"),
     ],
 )
 def test_bad_values_are_refused_at_render_time(helm: str, flag: str, complaint: str) -> None:
@@ -535,3 +542,36 @@ def test_every_extra_setting_the_schema_allows_reaches_podium(helm: str, tmp_pat
     assert settings.zone_chooser is ZoneChooser.HOLD
     assert settings.excluded_namespaces == {"kube-system", "batch"}
     assert settings.hold_timeout_seconds == 60
+
+
+# --- where podium may write --------------------------------------------------------------------
+
+
+def bindings_of(objects: Keyed) -> list[tuple[str, str, str]]:
+    """Every binding of a role that lets podium write: (kind, namespace, role)."""
+    return sorted(
+        (kind, namespace, obj["roleRef"]["name"])
+        for (kind, namespace, _), obj in objects.items()
+        if kind in ("ClusterRoleBinding", "RoleBinding")
+        and obj["roleRef"]["name"] == "podium-writer"
+    )
+
+
+def test_writes_are_bound_cluster_wide_by_default(helm: str) -> None:
+    assert bindings_of(chart(helm)) == [("ClusterRoleBinding", "", "podium-writer")]
+
+
+def test_namespaced_scope_binds_writes_only_in_the_listed_namespaces(helm: str) -> None:
+    objects = chart(helm, "--set", "rbac.scope=namespaced", "--set", "rbac.namespaces={ml,cv}")
+    assert bindings_of(objects) == [
+        ("RoleBinding", "cv", "podium-writer"),
+        ("RoleBinding", "ml", "podium-writer"),
+    ]
+    # The role bound holds only writes; what podium reads in every namespace is in "podium".
+    writer = objects[("ClusterRole", "", "podium-writer")]
+    assert {verb for rule in writer["rules"] for verb in rule["verbs"]} <= {
+        "create",
+        "update",
+        "patch",
+        "delete",
+    }

@@ -343,10 +343,30 @@ def test_plain_text_when_piped_and_a_table_on_a_terminal(trail: Path) -> None:
     assert not set("─│┃━") & set(piped)
     assert piped.splitlines()[0].split() == [c.upper() for c in auditview.COLUMNS]
     assert all(line == line.rstrip() for line in piped.splitlines())
-    terminal = invoke(str(trail), "--utc", TTY_COMPATIBLE="1", COLUMNS="100").stdout
+    terminal = invoke(str(trail), "--utc", TTY_COMPATIBLE="1", COLUMNS="160").stdout
     assert "podium admissions (3)" in terminal and "─" in terminal
     visible = re.sub(r"\x1b\[[0-9;]*m", "", terminal)
-    assert max(len(line) for line in visible.splitlines()) <= 100
+    assert max(len(line) for line in visible.splitlines()) <= 160
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_a_narrow_terminal_shows_every_value_whole(
+    trail: Path, base: dict[str, Any], columns: int
+) -> None:
+    """Too narrow for the table's names: one block per record, ``column: value`` lines, each
+    value whole on its line (not ``ml-t/eam``); the per-job summary likewise."""
+    records = [json.loads(line) for line in trail.read_text().splitlines()]
+    long_names = [rec(r, namespace="ml-team-research", pod=f"{r['pod']}-abcde") for r in records]
+    trail.write_text("".join(json.dumps(r) + "\n" for r in long_names))
+    terminal = invoke(str(trail), "--utc", TTY_COMPATIBLE="1", COLUMNS=str(columns)).stdout
+    lines = [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", terminal).splitlines()]
+    assert max(len(line) for line in lines) <= columns
+    shown = {tuple(part.strip() for part in line.split(":", 1)) for line in lines if ":" in line}
+    for record in long_names:
+        for column, cell in zip(auditview.COLUMNS, auditview.row(record, utc=True), strict=True):
+            assert (column, cell) in shown, (column, cell)
+    for gang in auditview.summarize(long_names).gangs:
+        assert ("namespace", gang.namespace) in shown and ("job", gang.job) in shown
 
 
 def test_local_time_by_default(trail: Path, monkeypatch: pytest.MonkeyPatch) -> None:

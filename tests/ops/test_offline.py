@@ -398,7 +398,8 @@ def test_hold_mode_says_why_a_gang_waits_and_its_place_in_line(tmp_path: Path) -
         NO_COLOR="1",
     )
     assert summary.exit_code == 0, summary.output
-    text = re.sub(r"\x1b\[[0-9;]*m", "", summary.stdout)
+    # Lines wrap at the terminal's width (80 here): compare the words.
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", summary.stdout).split())
     assert "held behind podium's gate, no zone yet" in text
     assert "releaser team-a/PyTorchJob/llama (4 held): wait: needs 4 × 8 nvidia.com/gpu" in text
 
@@ -474,9 +475,10 @@ def test_the_shipped_hold_example(tmp_path: Path) -> None:
         }
     ]
     assert len(out["release"][0]["policies"]) == 1
-    text = runner.invoke(app, [*args, "-o", "summary"], env={"NO_COLOR": "1"}).stdout
+    stdout = runner.invoke(app, [*args, "-o", "summary"], env={"NO_COLOR": "1"}).stdout
+    text = " ".join(stdout.split())  # wrapped at the terminal's width: compare the words
     assert (
-        "  releaser ml-team/PyTorchJob/llama-ft (4 held): release now into zone us-east-1c "
+        "releaser ml-team/PyTorchJob/llama-ft (4 held): release now into zone us-east-1c "
         "(best-fit): us-east-1c has room for all of PyTorchJob/llama-ft (4 × 8 nvidia.com/gpu), "
         "after 120s held"
     ) in text.replace("[bold]", "").replace("[/]", "")
@@ -512,3 +514,43 @@ def test_review_in_shadow_mode_answers_unchanged_and_says_what_enforce_would_do(
     result = asyncio.run(offline.review(doc, base_cluster(pj), settings))
     head = offline.summary(result)[0]
     assert "shadow mode, admitted unchanged; enforce mode: pinned to zone" in head
+
+
+def test_the_summary_at_80_columns_keeps_every_patch_value_whole(tmp_path: Path) -> None:
+    """Each patch operation's value, whole (the summary used to cut it at 80 characters with
+    `…`); a long value wraps between its items, under the text, never under the label."""
+    pj = pytorchjob()
+    pod, objects = pytorch_pod(pj).obj(), base_cluster(pj)
+    answer = json.loads(invoke_review(tmp_path, pod, objects, "-o", "json").stdout)
+    ops = json.loads(base64.b64decode(answer["response"]["response"]["patch"]))
+    shown = invoke_review(
+        tmp_path, pod, objects, "-o", "summary", TTY_COMPATIBLE="1", NO_COLOR="1", COLUMNS="80"
+    ).stdout
+    lines = [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", shown).splitlines()]
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in shown
+    words = " ".join(shown.split())
+    assert any(len(json.dumps(op["value"])) > 80 for op in ops if "value" in op)  # a long one
+    for op in ops:
+        if "value" in op:
+            assert json.dumps(op["value"], separators=(", ", ": ")) in words, op
+    patch = lines.index(next(line for line in lines if line.startswith("  patch ")))
+    assert all(line.startswith(" " * 11) for line in lines[patch + 1 : patch + len(ops)])
+
+
+def test_a_zone_that_does_not_fit_says_how_its_free_capacity_is_split(tmp_path: Path) -> None:
+    """zone-c has 16 GPUs free, as 2 on each of its 8 nodes: no 8-GPU pod fits there, and the
+    summary says so rather than leave "16 free, does not fit" a riddle."""
+    pj = pytorchjob()
+    six_each = [
+        PodBuilder("other", name=f"six-c-{i}").gpus(6).bound(f"c-{i}").obj() for i in range(8)
+    ]
+    objects = [*base_cluster(pj), *six_each]
+    shown = invoke_review(
+        tmp_path, pytorch_pod(pj).obj(), objects, "-o", "summary", NO_COLOR="1", COLUMNS="200"
+    ).stdout
+    (line,) = [line.rstrip() for line in shown.splitlines() if "zone-c:" in line]
+    assert "16 nvidia.com/gpu" in line and "does not fit" in line
+    assert line.endswith("(per node: 2 nvidia.com/gpu on 8 nodes)"), line
+    (zone_a,) = [line.rstrip() for line in shown.splitlines() if "zone-a:" in line]
+    assert zone_a.endswith("does not fit (per node: 8 nvidia.com/gpu on 1 node)"), zone_a

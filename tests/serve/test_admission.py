@@ -126,7 +126,6 @@ async def test_dry_run_creates_nothing_but_mutates(now: datetime) -> None:
     [
         errors.ApiError("Internal Server Error", status=500),
         errors.ApiError("Too Many Requests", status=429),
-        errors.ApiError("Forbidden", status=403),
     ],
 )
 async def test_api_failure_fails_open(fault: errors.ApiError, now: datetime) -> None:
@@ -145,6 +144,24 @@ async def test_api_failure_fails_open(fault: errors.ApiError, now: datetime) -> 
         admission.API_ERROR,
         f"Kubernetes API: {fault}",
     )
+
+
+async def test_a_forbidden_write_fails_open_and_says_what_to_bind(now: datetime) -> None:
+    """rbac.scope: namespaced and a namespace that opted in without being listed: the
+    apiserver refuses podium's write; the pod is admitted unchanged and the record says why."""
+    pj = pytorchjob()
+    api = twins.InMemoryApi()
+    api.fail = lambda _op, _m: errors.ApiError("configmaps is forbidden", status=403)
+    admitter, sink, _ = make(base_cluster(pj), api, now)
+    resp = response(await admitter.admit(body_for(pytorch_pod(pj).obj())))
+    assert resp["allowed"] is True and "patch" not in resp
+    namespace = pj["metadata"]["namespace"]
+    why = (
+        f"Kubernetes API: configmaps is forbidden; podium may not write in namespace "
+        f"{namespace}: bind ClusterRole podium-writer there (the chart's rbac.namespaces)"
+    )
+    assert resp["warnings"] == [f"podium could not finish ({why}); the pod was admitted unchanged"]
+    assert (sink.entries[0]["outcome"], sink.entries[0]["error"]) == ("fail-open", why)
 
 
 async def test_slow_api_fails_open_within_budget(now: datetime) -> None:

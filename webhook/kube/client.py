@@ -118,14 +118,18 @@ def load_client(
         # The client's own words would be "Invalid kube-config file", which sends people looking
         # for a syntax error in a file that is not there.
         raise ClientConfigError(f"kubeconfig {kubeconfig} not found")
+    in_cluster = (
+        kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST")
+    )
+    from_env = _kubeconfig_from_env() if kubeconfig is None and not in_cluster else None
     try:
-        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if in_cluster:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
         else:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig) if kubeconfig else None,
+                config_file=str(kubeconfig) if kubeconfig else from_env,
                 context=context,
                 client_configuration=configuration,
             )
@@ -144,6 +148,19 @@ def load_client(
     else:
         configuration.retries = 0
     return k8s.ApiClient(configuration)
+
+
+def _kubeconfig_from_env() -> str | None:
+    """``$KUBECONFIG`` as kubectl reads it, now (the client reads it once, when imported): a
+    list of files, merged, of which only those that exist count; none existing is an error
+    that names them, as for ``--kubeconfig``."""
+    value = os.environ.get("KUBECONFIG")
+    if not value:
+        return None
+    paths = [p for p in value.split(os.pathsep) if p]
+    if paths and not any(Path(p).expanduser().exists() for p in paths):
+        raise ClientConfigError(f"kubeconfig {', '.join(paths)} (from $KUBECONFIG) not found")
+    return value
 
 
 # -- the transport ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from webhook.core.audit import AuditEntry, Outcome
 from webhook.core.objects import parse_time
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
-from webhook.ops import auditview, certs_cli, offline, output
+from webhook.ops import auditview, certs_cli, kubectl, offline, output
 
 if TYPE_CHECKING:
     from webhook.ops import doctor as doctor_checks
@@ -34,7 +34,9 @@ T = TypeVar("T")
 app = typer.Typer(
     name="podium",
     no_args_is_help=True,
-    add_completion=False,
+    # --show-completion / --install-completion (bash, zsh, fish); `kubectl podium` completes
+    # through kubectl instead (webhook.ops.kubectl).
+    add_completion=True,
     pretty_exceptions_enable=False,
     # Plain help and errors, as kubectl prints them: flags shown as flags, one "Error: …" line.
     rich_markup_mode=None,
@@ -58,12 +60,24 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
             "--version", help="Print the version and exit.", callback=_version, is_eager=True
         ),
     ] = False,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            metavar="NS",
+            help="The namespace, for every command that takes -n (as kubectl takes it here).",
+        ),
+    ] = None,
 ) -> None:
     """Keep every pod of a distributed training job in one zone, and let only its pods talk.
 
@@ -71,7 +85,13 @@ def _options(
     job; audit: a job split across zones; certs rotate: a step waits for something to be done;
     certs show: a row in error); 2 it could not run (a bad argument, an unreadable input, an
     input without audit records, an unreachable cluster), with one "Error:" line on stderr.
+
+    --kubeconfig, --context and -n before the command are the defaults of every command that
+    takes them (`kubectl podium -n ml doctor`); the command's own flags win.
     """
+    ctx.default_map = kubectl.cluster_defaults(
+        ctx.command, {"kubeconfig": kubeconfig, "context": context, "namespace": namespace}
+    )
 
 
 def _settings(config: Path | None) -> Settings:
@@ -154,7 +174,8 @@ def review(
         raise output.fail(str(err)) from err
     chosen = output_format or (ReviewFormat.SUMMARY if output.is_terminal() else ReviewFormat.JSON)
     if chosen is ReviewFormat.SUMMARY:
-        Console(highlight=False, soft_wrap=True).print("\n".join(offline.summary(result)))
+        summary = output.under_labels(offline.summary(result), gutter=offline.GUTTER)
+        Console(highlight=False).print(summary)
         return
     for note in result.notes:
         output.note(f"Warning: {note}")

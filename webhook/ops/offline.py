@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -114,6 +116,10 @@ class Result:
     #: ``zone-chooser: hold`` only: the releaser's verdict per held gang of the snapshot (the
     #: reviewed pod counted as held when admission held it); None in every other mode.
     releaser: tuple[dict[str, Any], ...] | None = None
+    #: The primary resource free on each candidate node, by zone, largest first: why a zone
+    #: with enough in total may still not fit (16 free as 2 per node hold no 8-GPU pod).
+    #: Quantities as ``amount`` writes them (``2 nvidia.com/gpu``).
+    per_node: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract: ``response``, ``patchedObject``, ``sideEffects``, ``audit``; and
@@ -168,7 +174,29 @@ async def review(
         held = answer.entry is not None and answer.entry.get("outcome") == "held"
         after = _with_pod(objects, patched if held else None)
         verdicts = releaser(after, settings, now=now or datetime.now(UTC))
-    return Result(response, patched, side_effects, answer.entry, notes, verdicts)
+    spread = per_node(view, original, answer.entry, settings)
+    return Result(response, patched, side_effects, answer.entry, notes, verdicts, spread)
+
+
+def per_node(
+    view: ClusterView, pod: Obj | None, entry: Mapping[str, Any] | None, settings: Settings
+) -> dict[str, tuple[str, ...]]:
+    """`Result.per_node`: the nodes the pod could use, as the decision counted them (before
+    the reservations of podium's recent decisions), those with none free left out."""
+    if not pod:
+        return {}
+    primary = _primary(entry, settings)
+    out = {}
+    for zone, nodes in view.candidate_zones(pod.get("spec") or {}).items():
+        frees = sorted((free.get(primary, 0) for free in nodes.frees()), reverse=True)
+        out[zone] = tuple(amount(primary, f) for f in frees if f > 0)
+    return out
+
+
+def _primary(entry: Mapping[str, Any] | None, settings: Settings) -> str:
+    """The resource the decision weighed zones by (as `zones` chooses it)."""
+    demand = ((entry or {}).get("job") or {}).get("demand") or {}
+    return settings.primary_resource if demand.get(settings.primary_resource) else resources.CPU
 
 
 def _with_pod(objects: Sequence[Obj], pod: Obj | None) -> list[Obj]:
@@ -367,6 +395,8 @@ def summary(result: Result) -> list[str]:
         verdict = "fits" if cap.get("fits") else "does not fit"
         mark = "  ← chosen" if cap.get("zone") == zone else ""
         free = describe(cap.get("free") or {}, like=job.get("demand") or None) or "nothing"
+        if not cap.get("fits"):
+            verdict += _spread(result.per_node.get(str(cap.get("zone"))) or ())
         label = "zones    " if i == 0 else "         "
         lines.append(f"  {label}{cap.get('zone')}: {free} free, {verdict}{mark}")
     patch = _patch_ops(response)
@@ -385,6 +415,19 @@ def summary(result: Result) -> list[str]:
     return lines
 
 
+def _spread(frees: Sequence[str]) -> str:
+    """`` (per node: 2 nvidia.com/gpu on 4 nodes)``, `` (per node: 6 nvidia.com/gpu on 1, 2
+    nvidia.com/gpu on 3)``: how a zone's free
+    capacity is split (``frees`` largest first), counting the nodes with the same amount."""
+    counts = Counter(frees)
+    if not counts:
+        return ""
+    parts = [f"{free} on {n}" for free, n in counts.items()]
+    if len(parts) == 1:
+        parts[0] += " node" if next(iter(counts.values())) == 1 else " nodes"
+    return f" (per node: {', '.join(parts)})"
+
+
 def _patch_ops(response: Mapping[str, Any]) -> list[str]:
     """The JSON patch as one line per operation: ``add /spec/affinity = {…}``."""
     encoded = response.get("patch")
@@ -395,10 +438,15 @@ def _patch_ops(response: Mapping[str, Any]) -> list[str]:
     for op in ops:
         value = ""
         if "value" in op:
-            text = orjson.dumps(op["value"]).decode()
-            value = " = " + (text if len(text) <= 80 else text[:77] + "…")
+            # Whole, never cut; spaced (", ", ": ") so a terminal's width wraps it between
+            # values, not inside a label.
+            value = " = " + json.dumps(op["value"], separators=(", ", ": "), ensure_ascii=False)
         out.append(f"{op.get('op')} {_unescape(str(op.get('path')))}{value}")
     return out
+
+
+#: The summary's gutter: two blanks and a nine-character label (``  patch    ``).
+GUTTER = 11
 
 
 def _unescape(path: str) -> str:

@@ -25,8 +25,10 @@ from typing import Any
 import typer
 import typer.core
 from rich import box
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 OK = 0
 FINDINGS = 1
@@ -125,11 +127,12 @@ def make_plain(table: Table) -> Table:
 
 
 def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
-    """Print to stdout: rich on a terminal (fits its width); plain text otherwise."""
+    """Print to stdout: rich on a terminal (a table too wide for it as ``fit`` lays it out);
+    plain text otherwise."""
     if not plain:
         console = Console(highlight=False)
         for item in renderables:
-            console.print(item)
+            console.print(fit(item, width=console.width) if isinstance(item, Table) else item)
         return
     buffer = io.StringIO()
     console = Console(
@@ -144,3 +147,80 @@ def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
         console.print(item)
     sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
     sys.stdout.flush()
+
+
+def fit(table: Table, *, width: int) -> RenderableType:
+    """``table`` when every column gets at least its longest word in ``width`` columns (cells
+    with spaces then wrap between words, a name stays whole); otherwise the same rows one below
+    the other, a ``column: value`` line per cell (as ``kubectl describe``), so that no name is
+    folded mid-word (``ml-t/eam``) and no value is cut. Only a single word wider than the whole
+    value column folds."""
+    widths = _word_widths(table, width)
+    if widths is not None:
+        for column, chosen in zip(table.columns, widths, strict=True):
+            column.width = chosen
+        return table
+    names = [str(column.header) for column in table.columns]
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    for i, cells in enumerate(rows):
+        if i:
+            grid.add_row("", "")
+        for name, cell in zip(names, cells, strict=True):
+            grid.add_row(f"{name}:", cell)
+    title = table.title
+    return Group(Text(str(title), style="bold"), grid) if title else grid
+
+
+def _word_widths(table: Table, width: int) -> list[int] | None:
+    """Column widths (content, as ``Column.width``) that give every column its longest word —
+    a name (no spaces in any cell) all of itself — and share what is left in proportion to what
+    each column could use; None when ``width`` is too narrow for that. rich's own shrinking
+    ignores word lengths, so the widths are fixed here."""
+    spans = []
+    for column in table.columns:
+        cells = [column.header, *column.cells]
+        measured = [Measurement.get(_MEASURING, _MEASURING.options, _text(c)) for c in cells]
+        longest = max(m.maximum for m in measured)
+        name = column.no_wrap or all(len(str(c).split()) <= 1 for c in column.cells)
+        spans.append((longest if name else max(m.minimum for m in measured), longest))
+    natural = Measurement.get(_MEASURING, _MEASURING.options, table).maximum
+    room = width - (natural - sum(most for _, most in spans))  # less padding and borders
+    spare = room - sum(least for least, _ in spans)
+    if spare < 0:
+        return None
+    wanted = sum(most - least for least, most in spans) or 1
+    share = min(1.0, spare / wanted)
+    return [least + int((most - least) * share) for least, most in spans]
+
+
+def _text(cell: Any) -> RenderableType:
+    return _MEASURING.render_str(cell) if isinstance(cell, str) else cell
+
+
+#: A console only to measure with (never printed to).
+_MEASURING = Console(file=io.StringIO(), width=PLAIN_WIDTH, color_system=None)
+
+
+def under_labels(lines: Iterable[str], *, gutter: int) -> Group:
+    """Lines of rich markup whose first ``gutter`` characters are a label (``  patch    ``), for
+    a terminal: a line wider than it wraps between words and goes on under its text, not under
+    its label; lines without a label (not indented) wrap as they are."""
+    parts: list[Text | Table] = []
+    grid: Table | None = None
+    for line in lines:
+        text = Text.from_markup(line)
+        if not (text.plain.startswith("  ") and len(text) > gutter):
+            parts.append(text)
+            grid = None
+            continue
+        if grid is None:
+            grid = Table.grid()
+            grid.add_column(width=gutter, no_wrap=True)
+            grid.add_column(overflow="fold")
+            parts.append(grid)
+        label, rest = text.divide([gutter])
+        grid.add_row(label, rest)
+    return Group(*parts)

@@ -151,7 +151,7 @@ class Admitter:
                     decision,
                     started=started,
                     now=now,
-                    why=f"Kubernetes API: {err}",
+                    why=_api_failure(err, request),
                     reason=API_ERROR,
                 )
             warnings = [*decision.warnings, *applied.warnings]
@@ -263,3 +263,15 @@ class Admitter:
             log.exception("audit sink failed for %s", entry.get("requestUID"))
         if self.observe is not None:
             self.observe(entry)
+
+
+def _api_failure(err: errors.ApiError, request: reviews.Request) -> str:
+    """Why writing a decision's objects failed; a 403 says what to change, since it is most
+    likely a namespace that opted in but where podium may not write (rbac.scope: namespaced)."""
+    why = f"Kubernetes API: {err}"
+    if err.status == 403:
+        why += (
+            f"; podium may not write in namespace {request.namespace}: bind ClusterRole "
+            "podium-writer there (the chart's rbac.namespaces)"
+        )
+    return why
