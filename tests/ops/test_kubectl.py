@@ -129,6 +129,7 @@ def test_cluster_flags_before_the_command_reach_every_command_that_has_them() ->
         "snapshot": {"namespace": ["ml"], "kubeconfig": k, "context": c},  # repeatable -n
         "doctor": {"namespace": "ml", "kubeconfig": k, "context": c},
         "release": {"namespace": "ml", "kubeconfig": k, "context": c},
+        "report": {"namespace": "ml", "kubeconfig": k, "context": c},
         "certs": {name: {"kubeconfig": k, "context": c} for name in ("rotate", "show", "inject")},
     }
     assert command_defaults(kubeconfig=None, context=None, namespace=None) == {}
