@@ -62,6 +62,10 @@ TIMEOUT = "hold-timeout"
 TOO_BIG_SPREAD = "too-big-spread"
 ADMIN = "admin"
 
+#: The head reservation (the module's "Order" rule). Always on in podium; a hook that only the
+#: hold-order study (``bench.holdorder``) and its test switch off, to show what it buys.
+HEAD_RESERVATION = True
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PodRef:
@@ -219,7 +223,7 @@ def plan(
         if _timed_out(held, settings, now):
             releases.append(_timeout(held, view, settings, now, fit))
             continue
-        if head is None:
+        if head is None and HEAD_RESERVATION:
             head = fit.closest
         waits.append(_waiting(held, fit, waiting, head_zone=head))
     counts = {h.key: len(h.held) for h in gangs}
