@@ -25,6 +25,10 @@ from testbed.processes import free_port, tail
 
 WEBHOOK_MANIFEST = REPO / "manifests" / "base" / "mutatingwebhookconfiguration.yaml"
 
+#: The settings of the e2e tests about pinning at admission (``zone-chooser: pin``); podium's
+#: default, which every other test runs under, is ``hold``.
+PIN = "zone-chooser: pin\n"
+
 
 class Podium:
     def __init__(

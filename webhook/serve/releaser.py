@@ -28,6 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
 from webhook.core import audit, labels, release
@@ -52,6 +53,8 @@ class Releaser(loops.LeaderPass):
     _counts: dict[str, int] = dataclasses.field(default_factory=dict, init=False)
     #: The why last reported per waiting gang: a gang is reported again when it changes.
     _whys: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
+    #: The why last written on each held pod (by UID), until the view shows it.
+    _said: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.user = self.user or self.settings.own_user
@@ -70,9 +73,31 @@ class Releaser(loops.LeaderPass):
                 entries.append(self.write(_held_entry(wait, now)))
         waiting = {w.held.key for w in planned.waits}
         self._whys = {k: v for k, v in self._whys.items() if k in waiting}
+        await self._annotate(planned.waits)
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
         return entries
+
+    async def _annotate(self, waits: Sequence[release.Wait]) -> None:
+        """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
+        whose annotation differs from the why, none when nothing changed. ``_said`` remembers
+        what was written until the watch shows it, so a lagging view causes no second write."""
+        said: dict[str, str] = {}
+        for wait in waits:
+            for pod in wait.held.held:
+                said[pod.uid] = wait.why
+                shown = pod.annotations.get(labels.HELD_WHY)
+                if wait.why in (shown, self._said.get(pod.uid)):
+                    continue
+                patch = {"metadata": {"annotations": {labels.HELD_WHY: wait.why}}}
+                try:
+                    await self.api.merge_patch("v1", "Pod", pod.namespace, pod.name, patch)
+                except errors.NotFound:
+                    continue
+                except errors.ApiError as err:
+                    log.warning("cannot say why %s waits: %s", pod.name, err)
+                    said[pod.uid] = self._said.get(pod.uid, "")
+        self._said = said
 
     async def execute(self, planned: release.Release, *, now: datetime) -> audit.AuditEntry:
         """Write the record and policy, then ungate the pods; the audit entry of how it went."""

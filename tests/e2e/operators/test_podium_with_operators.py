@@ -22,7 +22,7 @@ from testbed.controlplane import ApiError, LocalCluster, crd_files
 from testbed.observe import Observation, api_path, observe, summarize
 from testbed.operators import NAMES, OperatorPool
 from testbed.operators.frameworks import FRAMEWORKS
-from testbed.podium import Podium, opted_in_namespace, serving
+from testbed.podium import PIN, Podium, opted_in_namespace, serving
 
 from .conftest import enabled_operators, framework_params, needs
 
@@ -104,7 +104,8 @@ def podium_beside_operators(
     with contextlib.suppress(ApiError):
         operator_cluster.create_namespace("podium-system")  # podium's leader-election lease
     with serving(
-        Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators")), unregister=True
+        Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators"), config=PIN),
+        unregister=True,
     ) as server:
         yield server
 
