@@ -42,9 +42,9 @@ import yaml
 from testbed.controlplane import CRD_DIR, ApiError, LocalCluster
 from testbed.faultproxy import FaultProxy
 from testbed.podium import PIN, WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
+from tests.builders import pinning
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, reviews
-from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
 from webhook.ops import auditview
@@ -81,7 +81,7 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
     fault: str, error: errors.ApiError | None, delay: float, why: str
 ) -> None:
     pj = pytorchjob()
-    settings = Settings(time_budget_seconds=BUDGET)
+    settings = pinning(time_budget_seconds=BUDGET)
     view = ClusterView.from_objects(
         base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
     )
@@ -109,7 +109,7 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
 async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
     """Two admitters (two replicas) share only the API; the job's pods arrive at both at once."""
     pj = pytorchjob(workers=7)
-    settings = Settings()
+    settings = pinning()
     api = twins.InMemoryApi(delay=0.01)
     replicas = [
         admission.Admitter(

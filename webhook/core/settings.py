@@ -60,6 +60,8 @@ class ZoneChooser(StrEnum):
     #: podium chooses the zone (``placement``) at the gang's first pod and pins every pod to it at
     #: once, room or not (``no-fit`` says what happens without room). Old name: ``podium``.
     PIN = "pin"
+    #: An alias of ``PIN`` (not a fifth mode), for code written before ``hold`` was the default.
+    PODIUM = "pin"
     #: kube-scheduler chooses it: podium creates a PodGroup with a gang policy and a topology
     #: constraint on ``zone-label`` and names it in every pod's ``spec.schedulingGroup``; no pin.
     #: Needs the GenericWorkload and TopologyAwareWorkloadScheduling gates (k8s ≥ 1.37).
