@@ -78,7 +78,8 @@ demo: setup controlplane demo-operators
 ## The same decisions offline, no cluster at all: podium review on the shipped examples; then the
 ## hold mode on a snapshot as it leaves the cluster (examples/cluster-held.yaml, taken at 12:00).
 demo-offline: setup
-	$(BIN)/podium review examples/pytorchjob-worker-0.yaml --cluster examples/cluster.yaml
+	$(BIN)/podium review examples/pytorchjob-worker-0.yaml --cluster examples/cluster.yaml \
+		--config examples/podium-pin.yaml
 	$(BIN)/podium review examples/pytorchjob-worker-0.yaml --cluster examples/cluster-held.yaml \
 		--config examples/podium-hold.yaml --at 2026-12-01T12:00:00Z -o summary
 

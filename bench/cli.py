@@ -4,6 +4,7 @@
     python -m bench throughput [--quick] [--profile] [--report-only] …
     python -m bench placement [--arms …] [--seeds …] [--report-only] …
     python -m bench burst [--gangs N] [--report-only] …
+    python -m bench hold-order [--hours 12] [--seed 1]
 
 ``throughput`` is the default command: ``python -m bench`` and ``python -m bench --quick`` run it,
 as they did before the placement study joined. Each command writes its results, tables and plots
@@ -13,6 +14,7 @@ and plots from the results already there.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +22,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from bench import holdorder
 from bench.latency import burst as latency
 from bench.placement import arms, runner, study, trace
 from bench.throughput import study as throughput_study
@@ -218,6 +221,28 @@ def burst(
         raise typer.Exit(latency.report_only(out))
     spec = latency.Spec(gangs=gangs, pods=pods, threads=threads)
     raise typer.Exit(latency.study(out, work, spec))
+
+
+@app.command(
+    name="hold-order", short_help="Gang waits by size, with and without the head reservation."
+)
+def hold_order(
+    out: OutOption = DOCS,
+    hours: Annotated[
+        float, typer.Option("--hours", help="Simulated hours per trace.", min=1)
+    ] = 12.0,
+    seed: Annotated[int, typer.Option("--seed", help="The mixed trace's seed.")] = 1,
+) -> None:
+    """How long held gangs of each size wait (zone-chooser: hold), with the releaser's head
+    reservation and without it: a deterministic simulation of release.plan on a simulated clock
+    (bench/holdorder.py; seconds of CPU, no cluster). Writes hold-order.json (the raw rows) and
+    hold-order.md (the table), and prints the table."""
+    result = holdorder.study(horizon_s=int(hours * 3600), seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hold-order.json").write_text(json.dumps(result, indent=1) + "\n")
+    text = holdorder.markdown(result)
+    (out / "hold-order.md").write_text(text)
+    typer.echo(text)
 
 
 def main() -> None:

@@ -5,9 +5,12 @@ fake GPU nodes in three zones (8, 16 and 64 GPUs), starts the real Kubeflow trai
 mpi-operator and JobSet controller (built from the Go module proxy and cached, see
 docs/operators.md), runs ``podium serve`` registered with the shipped webhook configuration,
 submits the jobs in ``examples/jobs/`` and lets the operators create their pods, then shows where
-every pod landed, the policies, and the audit trail. Exits 1 when a pod was not pinned to its job's
-one zone. Leaves nothing running, and removes what it wrote to its work directory (the cluster's
-CA key and an admin kubeconfig among it), unless ``--keep``.
+every pod landed, the policies, and the audit trail. podium runs with its default settings
+(``zone-chooser: hold``): each job's pods are admitted held behind podium's gate and released whole
+into one zone by the releaser, which the demo shows (held → released). Exits 1 when a pod was not
+pinned to its job's one zone, or a job was not held and then released. Leaves nothing running, and
+removes what it wrote to its work directory (the cluster's CA key and an admin kubeconfig among
+it), unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -303,7 +306,11 @@ def show(
         console.print(legend)
     gangs = auditview.summarize(records)
     console.print(auditview.summary(gangs))
+    releases = held_then_released(records)
+    for line in releases.values():
+        console.print(line, markup=False)
     return {
+        "releases": releases,
         "pods": rows,
         "policies": [
             {
@@ -314,6 +321,23 @@ def show(
         ],
         "jobs": [g.as_dict() for g in gangs.gangs],
     }
+
+
+def held_then_released(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Per job, how its gang was held at admission and released by the releaser (the audit
+    trail's ``held`` admissions and its ``released`` entry), in a line."""
+    held: Counter[str] = Counter()
+    lines = {}
+    for r in records:
+        name = str((r.get("job") or {}).get("name") or "")
+        if r.get("outcome") == "held" and r.get("pod"):
+            held[name] += 1
+        elif r.get("outcome") == "released" and name:
+            lines[name] = (
+                f"{name}: {held[name]} pod(s) held at admission → released into {r.get('zone')} "
+                f"({r.get('reason')}) after {r.get('waitedSeconds')} s"
+            )
+    return lines
 
 
 def problems(outcome: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> list[str]:
@@ -337,6 +361,11 @@ def problems(outcome: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> list[s
         f"{job['kind']}/{name}: {counts[name]} of {expected_pods(job)} pods created"
         for name, job in jobs.items()
         if counts[name] < expected_pods(job)
+    ]
+    found += [
+        f"{job['kind']}/{name}: not held and then released (zone-chooser: hold)"
+        for name, job in jobs.items()
+        if name not in outcome.get("releases", {})
     ]
     verdicts: dict[str, list[str]] = defaultdict(list)
     for gang in outcome["jobs"]:

@@ -33,6 +33,11 @@ def _namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
+#: The settings of the e2e tests about pinning at admission (``zone-chooser: pin``); podium's
+#: default, which every other test runs under, is ``hold``.
+PIN = "zone-chooser: pin\n"
+
+
 class Podium:
     def __init__(
         self,

@@ -12,7 +12,19 @@ import copy
 import uuid
 from typing import Any, Self
 
+from webhook.core.settings import Settings, ZoneChooser
+
 ZONE = "topology.kubernetes.io/zone"
+
+
+def pinning(**fields: Any) -> Settings:
+    """Settings for tests of the immediate pin at admission (``zone-chooser: pin``; the default
+    is ``hold``), with ``fields`` changed."""
+    return Settings(zone_chooser=ZoneChooser.PIN, **fields)
+
+
+#: ``pinning()``: the settings of tests about pinning at admission.
+PIN = pinning()
 
 
 def new_uid() -> str:

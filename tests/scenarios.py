@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from tests.builders import JobBuilder, NodeBuilder, PodBuilder, namespace, template
+from tests.builders import PIN, JobBuilder, NodeBuilder, PodBuilder, namespace, template
 from webhook.core import adapters, audit, engine, reviews
-from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 
 NS = "team-a"
@@ -76,7 +75,7 @@ def audit_entry_for(
     view = ClusterView.from_objects(
         objects, zone_label="topology.kubernetes.io/zone", kept=adapters.KEPT
     )
-    decision = engine.decide(request, view, Settings(), now=now)
+    decision = engine.decide(request, view, PIN, now=now)
     return audit.build(
         request=request,
         decision=decision,

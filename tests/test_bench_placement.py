@@ -311,10 +311,10 @@ def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
         name: Settings.from_mapping(yaml.safe_load(text) if text else {})
         for name, text in configs.items()
     }
-    assert parsed["podium"].zone_chooser == ZoneChooser.PODIUM
+    assert parsed["podium"].zone_chooser == ZoneChooser.PIN
     assert parsed["podium-scheduler"].zone_chooser == ZoneChooser.SCHEDULER
     # podium's reservation window is a span of job time: compressed like the trace.
     compressed = 600 / (60 * trace.SIM_MINUTES_PER_SECOND)
     assert parsed["podium"].reservation_seconds == compressed
     assert parsed["podium-scheduler"].reservation_seconds == compressed
-    assert parsed["podium-uncompressed"] == Settings()
+    assert parsed["podium-uncompressed"] == Settings(zone_chooser=ZoneChooser.PIN)

@@ -23,7 +23,15 @@ import yaml
 from testbed import build
 from tests import schemas
 from tests.test_manifests import by_key, key, kubectl, render
-from webhook.core.settings import Mode, NoFit, Placement, PolicyMode, PolicyScope, Settings, ZoneChooser
+from webhook.core.settings import (
+    Mode,
+    NoFit,
+    Placement,
+    PolicyMode,
+    PolicyScope,
+    Settings,
+    ZoneChooser,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "podium"

@@ -49,6 +49,9 @@ PODIUM_RESERVATION_SIM_SECONDS = 600.0
 PODIUM_STUDY_CONFIG = (
     f"reservation-seconds: {PODIUM_RESERVATION_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
 )
+#: The ``podium`` arms measure the pin at admission (``zone-chooser: pin``), which the study's
+#: published figures are of; podium's default became ``hold`` after them.
+PODIUM_PIN_CONFIG = "zone-chooser: pin\n"
 
 
 @dataclass
@@ -155,7 +158,9 @@ class PodiumArm(Arm):
     namespace_labels: Mapping[str, str] = {"podium.dev/enabled": "true"}
     webhook: str | None = PODIUM_WEBHOOK
 
-    def __init__(self, name: str = "podium", config: str | None = PODIUM_STUDY_CONFIG) -> None:
+    def __init__(
+        self, name: str = "podium", config: str | None = PODIUM_STUDY_CONFIG + PODIUM_PIN_CONFIG
+    ) -> None:
         self.name = name
         self.config = config
         self.server: Podium | None = None
@@ -183,8 +188,8 @@ def podium_scheduler() -> Arm:
 
 
 def podium_uncompressed() -> Arm:
-    """podium with all defaults: its 600 s reservation window left in real seconds."""
-    return PodiumArm(name="podium-uncompressed", config=None)
+    """podium's pin with its other defaults: its 600 s reservation window left in real seconds."""
+    return PodiumArm(name="podium-uncompressed", config=PODIUM_PIN_CONFIG)
 
 
 ARMS: dict[str, Callable[[], Arm]] = {

@@ -232,7 +232,8 @@ def _settings(placement: Placement, mode: Mode) -> settings.Settings:
         if placement is Placement.SPLIT_UNPINNED
         else settings.NoFit.PIN_MOST_FREE
     )
-    return settings.Settings(no_fit=no_fit, **mode.settings)
+    # The placements are podium's pins at admission (zone-chooser: pin, not the default hold).
+    return settings.Settings(zone_chooser=settings.ZoneChooser.PIN, no_fit=no_fit, **mode.settings)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.builders import NodeBuilder, PodBuilder, namespace
+from tests.builders import PIN, NodeBuilder, PodBuilder, namespace, pinning
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, engine, labels, policies, records, reviews
 from webhook.core.settings import NoFit, OldCilium, Placement, PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
 
-SETTINGS = Settings()
+SETTINGS = PIN
 
 
 def request_for(pod: dict[str, Any], **overrides: Any) -> reviews.Request:
@@ -447,7 +447,7 @@ def test_reinvocation_yields_an_empty_patch(now: datetime) -> None:
 )
 def test_policy_mode(mode: PolicyMode, kind: str | None, now: datetime) -> None:
     pj = pytorchjob()
-    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, Settings(policy_mode=mode))
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, pinning(policy_mode=mode))
     assert (decision.policy or {}).get("kind") == kind
     assert decision.patched is not None
     assert (labels.POLICY in decision.patched["metadata"]["annotations"]) == (kind is not None)
@@ -552,7 +552,7 @@ def cnp_crd(*, default_deny: bool) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", [PolicyMode.CILIUM, PolicyMode.KUBERNETES])
 def test_the_policy_is_scoped_to_the_job_and_its_zone(mode: PolicyMode, now: datetime) -> None:
     pj = pytorchjob()
-    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, Settings(policy_mode=mode))
+    decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, pinning(policy_mode=mode))
     policy, uid = decision.policy, pj["metadata"]["uid"]
     assert policy is not None and decision.patched is not None
     peers = {"matchLabels": {labels.JOB: uid, labels.ZONE: "zone-c"}}
@@ -576,7 +576,7 @@ def test_the_policy_is_scoped_to_the_job_and_its_zone(mode: PolicyMode, now: dat
 
 def test_job_scope_keeps_one_policy_for_the_whole_job(now: datetime) -> None:
     pj = pytorchjob()
-    settings = Settings(policy_scope=PolicyScope.JOB)
+    settings = pinning(policy_scope=PolicyScope.JOB)
     decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, settings)
     assert decision.policy is not None
     assert decision.policy["spec"]["endpointSelector"] == {
@@ -589,7 +589,7 @@ def test_an_unpinned_pod_is_in_no_zone_scoped_policy(scope: PolicyScope, now: da
     """No zone yet: nothing to scope a policy to. The reconciler labels the pod with its node's
     zone once it is bound, and creates that zone's policy."""
     pj = pytorchjob(workers=15)
-    settings = Settings(no_fit=NoFit.UNPINNED, policy_scope=scope)
+    settings = pinning(no_fit=NoFit.UNPINNED, policy_scope=scope)
     decision = decide(
         pytorch_pod(pj).label(labels.ZONE, "zone-a").obj(), base_cluster(pj), now, settings
     )
@@ -614,7 +614,7 @@ def test_no_cilium_policy_where_the_crd_has_no_enable_default_deny(
     crd: dict[str, Any] | None, old_cilium: OldCilium, written: bool, now: datetime
 ) -> None:
     pj = pytorchjob()
-    settings = Settings(old_cilium=old_cilium)
+    settings = pinning(old_cilium=old_cilium)
     objects = base_cluster(pj, *([crd] if crd else []))
     decision = decide(pytorch_pod(pj).obj(), objects, now, settings)
     assert decision.outcome == "pinned" and decision.record is not None

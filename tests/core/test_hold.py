@@ -39,7 +39,7 @@ def test_settings_of_the_hold() -> None:
         0.0,
         TooBig.SPREAD,
     )
-    assert Settings.from_mapping({"zone-chooser": "pin"}).zone_chooser is ZoneChooser.PODIUM
+    assert Settings.from_mapping({"zone-chooser": "podium"}).zone_chooser is ZoneChooser.PIN
     assert (Settings().hold_timeout_seconds, Settings().too_big) == (1800.0, TooBig.HOLD)
     for bad in ({"hold-timeout-seconds": -1}, {"too-big": "split"}, {"zone-chooser": "wait"}):
         with pytest.raises(SettingsError):

@@ -11,7 +11,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import JobBuilder, PodBuilder, template
+from tests.builders import PIN, JobBuilder, PodBuilder, template
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, engine, labels, podgroups, records, reviews
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
@@ -188,9 +188,9 @@ def test_reinvoked_on_a_grouped_pod_the_patch_is_empty(now: datetime) -> None:
     assert [m["kind"] for m in again.effects] == ["PodGroup", "CiliumNetworkPolicy"]
 
 
-def test_auto_without_the_schedulers_support_pins(now: datetime) -> None:
+def test_auto_without_the_schedulers_support_holds(now: datetime) -> None:
     pj = pytorchjob()
-    assert decide(pytorch_pod(pj).obj(), base_cluster(pj), now, AUTO).outcome == "pinned"
+    assert decide(pytorch_pod(pj).obj(), base_cluster(pj), now, AUTO).outcome == "held"
     grouped = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, AUTO, scheduler=True)
     assert grouped.outcome == "grouped"
 
@@ -198,7 +198,7 @@ def test_auto_without_the_schedulers_support_pins(now: datetime) -> None:
 def test_the_gangs_record_wins_over_the_setting(now: datetime) -> None:
     pj = pytorchjob()
     pod = pytorch_pod(pj).obj()
-    pinned = decide(pod, base_cluster(pj), now, Settings())
+    pinned = decide(pod, base_cluster(pj), now, PIN)
     assert pinned.record is not None
     podium_record = records.parse_record(pinned.record)
     followed = decide(pod, base_cluster(pj), now, SCHEDULER, recorded=podium_record)
@@ -206,10 +206,7 @@ def test_the_gangs_record_wins_over_the_setting(now: datetime) -> None:
     grouped = decide(pod, base_cluster(pj), now, SCHEDULER)
     assert grouped.record is not None
     scheduler_record = records.parse_record(grouped.record)
-    assert (
-        decide(pod, base_cluster(pj), now, Settings(), recorded=scheduler_record).outcome
-        == "grouped"
-    )
+    assert decide(pod, base_cluster(pj), now, PIN, recorded=scheduler_record).outcome == "grouped"
 
 
 def test_a_gang_whose_size_is_guessed_stays_with_podium(now: datetime) -> None:

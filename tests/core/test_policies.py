@@ -12,12 +12,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import PodBuilder
+from tests.builders import PIN, PodBuilder, pinning
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from tests.schemas import CRDS, cilium_policy_errors, kubernetes_errors
 from webhook.core import adapters, engine, labels, policies, records, reviews
 from webhook.core.adapters.base import Gang, OwnerRef, PodGroup
-from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
+from webhook.core.settings import OldCilium, PolicyMode, PolicyScope
 from webhook.core.view import ClusterView
 
 ZONE, JOB = PolicyScope.ZONE, PolicyScope.JOB
@@ -26,7 +26,7 @@ ZONE, JOB = PolicyScope.ZONE, PolicyScope.JOB
 def decide(
     pod: dict[str, Any], objects: list[dict[str, Any]], now: datetime, mode: PolicyMode
 ) -> engine.Decision:
-    settings = Settings(policy_mode=mode)
+    settings = pinning(policy_mode=mode)
     view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     return engine.decide(
         reviews.from_document(reviews.review_for_pod(pod)), view, settings, now=now
@@ -148,12 +148,12 @@ def test_the_crd_tells_whether_cilium_knows_enable_default_deny(default_deny: bo
     assert policies.knows_default_deny(slim) is default_deny
     assert len(json.dumps(slim)) < 1000 < len(json.dumps(crd)) // 100
     assert slim["metadata"]["name"] == policies.CILIUM_CRD
-    settings = Settings()
+    settings = PIN
     assert (policies.withheld(settings, slim) is None) == default_deny
     assert policies.withheld(settings, None) is None  # not seen: the create tells
-    forced = Settings(old_cilium=OldCilium.CREATE_POLICY)
+    forced = pinning(old_cilium=OldCilium.CREATE_POLICY)
     assert policies.withheld(forced, slim) is None
-    assert policies.withheld(Settings(policy_mode=PolicyMode.KUBERNETES), slim) is None
+    assert policies.withheld(pinning(policy_mode=PolicyMode.KUBERNETES), slim) is None
 
 
 @pytest.mark.parametrize("mode", [PolicyMode.CILIUM, PolicyMode.KUBERNETES])

@@ -11,7 +11,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import NodeBuilder, PodBuilder, namespace, template
+from tests.builders import ZONE, NodeBuilder, PodBuilder, namespace, template
 from tests.core.adapters import (
     child_job,
     cpu_template,
@@ -27,6 +27,7 @@ from tests.core.adapters import (
 )
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, mutation, policies, release
+from webhook.core.adapters.base import PodGroup
 from webhook.core.settings import NoFit, Placement, Settings, TooBig, ZoneChooser
 from webhook.core.view import ClusterView
 
@@ -150,8 +151,8 @@ def test_fit_is_node_by_node_and_counts_bound_pods(now: datetime) -> None:
     p = plan([*objects, *held_job("llama", 1, now)], now)
     assert p.releases == ()
     assert p.waits[0].why == (
-        "needs 1 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has 8 free; "
-        "1st in line (first: zone-b is kept for it)"
+        "needs 1 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has "
+        "8 nvidia.com/gpu free; 1st in line (first: zone-b is kept for it)"
     )
 
 
@@ -510,3 +511,19 @@ def test_the_later_stages_keep_their_room_until_they_come(
     assert names(plan([*after, *fits], soon)) == [("fits", "zone-c", "best-fit")]
     later = now + timedelta(seconds=HOLD.reservation_seconds + 1)
     assert names(plan([*after, *too_big], later)) == [("too-big", "zone-c", "best-fit")]
+
+
+def test_the_why_counts_the_pods_that_ask_for_the_primary_resource_in_units_people_read() -> None:
+    """An MPIJob's CPU-only launcher is not one of the 4 × 8-GPU workers the gang waits for; a
+    CPU gang's need reads in cores, not millicores."""
+    mj = mpijob(workers=4, uid="mj-uid")
+    view = ClusterView.from_objects([namespace(NS), mj], zone_label=ZONE, kept=adapters.KEPT)
+    gang = adapters.recognise(mpi_worker_pod(mj, 0).obj(), NS, view)
+    assert gang is not None and sum(g.count for g in gang.demand) == 5
+    assert release._needs(gang, "nvidia.com/gpu") == "4 × 8 nvidia.com/gpu"
+    cpu = dataclasses.replace(gang, demand=(PodGroup(16, {"cpu": 8_000}),))
+    assert release._needs(cpu, "cpu") == "16 × 8 cpu"
+    mixed = dataclasses.replace(
+        gang, demand=(PodGroup(1, {"cpu": 500}), PodGroup(2, {"cpu": 64_000}))
+    )
+    assert release._needs(mixed, "cpu") == "128500m cpu over 3 pods"

@@ -178,3 +178,26 @@ junk = st.recursive(
 )
 def test_parse_resource_list_never_raises(values: dict[str, Any]) -> None:
     assert all(isinstance(v, int) for v in resources.parse_resource_list(values).values())
+
+
+@pytest.mark.parametrize(
+    ("resource", "units", "said"),
+    [
+        ("cpu", 128_000, "128 cpu"),  # millicores, said in cores
+        ("cpu", 1_500, "1500m cpu"),
+        ("memory", 64 << 30, "64Gi memory"),
+        ("memory", 3 << 29, "1.5Gi memory"),
+        ("memory", 512 << 20, "512Mi memory"),
+        ("memory", 1_000, "1000 memory"),
+        ("nvidia.com/gpu", 32, "32 nvidia.com/gpu"),
+        ("pods", 4, "4 pods"),
+    ],
+)
+def test_amounts_as_people_read_them(resource: str, units: int, said: str) -> None:
+    assert resources.amount(resource, units) == said
+
+
+def test_several_amounts_put_the_primary_ones_first() -> None:
+    amounts = {"memory": 1 << 30, "cpu": 2_000, "nvidia.com/gpu": 8}
+    assert resources.describe(amounts) == "8 nvidia.com/gpu, 2 cpu, 1Gi memory"
+    assert resources.describe(amounts, like={"cpu": 1}) == "2 cpu"

@@ -95,7 +95,12 @@ def test_demo_pins_every_pod_the_real_operators_create(tmp_path: Path) -> None:
         assert gang["job"]["kind"] == kind
         assert gang["verdict"] == "ok", gang
         assert list(gang["zones"]) == [zone], gang
-        assert list(gang["outcomes"]) == ["pinned"], gang
+        # The default, zone-chooser: hold: admitted held, then released whole by the releaser
+        # (a pod created after the release, such as an MPIJob's launcher, follows: pinned).
+        assert {"held", "released"} <= set(gang["outcomes"]) <= {"held", "released", "pinned"}
+        assert summary["releases"][job].startswith(f"{job}: "), summary["releases"]
+        assert f"released into {zone}" in summary["releases"][job]
+        assert summary["releases"][job] in output
         assert gang["admissions"] >= count, gang
     # One policy per job, owned by it.
     assert sorted(p["owner"] for p in summary["policies"]) == sorted(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import ApiError, LocalCluster
-from testbed.podium import Podium, run_doctor
+from testbed.podium import PIN, Podium, run_doctor
 
 from .test_podium import (
     create,
@@ -37,7 +37,7 @@ def podium(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podium-system"}},
         )
-    config = "reconcile-interval-seconds: 3600\n"  # a deleted policy stays deleted
+    config = PIN + "reconcile-interval-seconds: 3600\n"  # a deleted policy stays deleted
     work = tmp_path_factory.mktemp("doctor-podium")
     with serving(Podium(local_cluster, work, config=config)) as server:
         yield server

@@ -41,10 +41,10 @@ import yaml
 
 from testbed.controlplane import CRD_DIR, ApiError, LocalCluster
 from testbed.faultproxy import FaultProxy
-from testbed.podium import WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
+from testbed.podium import PIN, WEBHOOK_MANIFEST, Podium, opted_in_namespace, run_doctor
+from tests.builders import pinning
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, reviews
-from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
 from webhook.ops import auditview
@@ -81,7 +81,7 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
     fault: str, error: errors.ApiError | None, delay: float, why: str
 ) -> None:
     pj = pytorchjob()
-    settings = Settings(time_budget_seconds=BUDGET)
+    settings = pinning(time_budget_seconds=BUDGET)
     view = ClusterView.from_objects(
         base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
     )
@@ -109,7 +109,7 @@ async def test_an_api_fault_fails_open_in_time_and_says_why(
 async def test_two_replicas_racing_on_one_job_make_one_decision() -> None:
     """Two admitters (two replicas) share only the API; the job's pods arrive at both at once."""
     pj = pytorchjob(workers=7)
-    settings = Settings()
+    settings = pinning()
     api = twins.InMemoryApi(delay=0.01)
     replicas = [
         admission.Admitter(
@@ -146,7 +146,7 @@ def two_processes(
     servers: list[Podium] = []
     try:
         for name in ("one", "two"):
-            server = Podium(local_cluster, tmp_path_factory.mktemp(f"race-{name}"))
+            server = Podium(local_cluster, tmp_path_factory.mktemp(f"race-{name}"), config=PIN)
             server.start()
             servers.append(server)
         yield servers
@@ -239,7 +239,7 @@ def test_a_stdout_nobody_reads_does_not_stall_admissions(
     """Audit lines go to stdout, a pipe the container runtime drains. Here nobody reads it: it
     fills at 64 KiB (about a hundred records), and every admission must still be answered at
     once; the records wait in the writer's backlog and all arrive once the pipe is read."""
-    server = Podium(local_cluster, tmp_path, stdout=subprocess.PIPE)
+    server = Podium(local_cluster, tmp_path, stdout=subprocess.PIPE, config=PIN)
     server.start()
     try:
         assert server.process is not None and server.process.stdout is not None
@@ -357,7 +357,7 @@ def test_apiserver_stalled_or_unreachable_during_admission_fails_open_in_time(
         server = Podium(
             ClusterAs(local_cluster, kubeconfig),  # type: ignore[arg-type]
             tmp_path / "podium",
-            config=f"time-budget-seconds: {LIVE_BUDGET:g}\n",
+            config=PIN + f"time-budget-seconds: {LIVE_BUDGET:g}\n",
         )
         try:
             with serving(server):
@@ -442,7 +442,7 @@ def test_podium_forbidden_to_write_fails_open_and_says_403(
         server = Podium(
             ClusterAs(local_cluster, kubeconfig),  # type: ignore[arg-type]
             tmp_path / "podium",
-            config=f"time-budget-seconds: {LIVE_BUDGET:g}\n",
+            config=PIN + f"time-budget-seconds: {LIVE_BUDGET:g}\n",
         )
         try:
             with serving(server):
@@ -481,7 +481,7 @@ def test_a_replica_killed_in_a_burst_leaves_every_pod_pinned_or_reported(
     the apiserver admits what it cannot send (failurePolicy Ignore). Every pod exists; each is
     pinned to the one zone or `podium doctor` reports it not-pinned — exactly those."""
     with opted_in_namespace(local_cluster, "burst") as ns:
-        server = Podium(local_cluster, tmp_path / "podium")
+        server = Podium(local_cluster, tmp_path / "podium", config=PIN)
         lock = threading.Lock()
         created_count = 0
         restarted: list[BaseException | None] = []
@@ -567,7 +567,7 @@ def test_policy_crd_missing_live_pins_and_warns(
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     try:
         with opted_in_namespace(local_cluster, "nocrd") as ns:
-            server = Podium(local_cluster, tmp_path / "podium")
+            server = Podium(local_cluster, tmp_path / "podium", config=PIN)
             try:
                 with serving(server):
                     local_cluster.request("DELETE", f"{crds}/{CNP_CRD}")

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from testbed.controlplane import ApiError, LocalCluster
-from testbed.podium import Podium
+from testbed.podium import PIN, Podium
 from tests.test_chart import KUBE_VERSION, helm_binary
 
 from .test_podium import (  # noqa: F401  (ns: a fixture, used by name)
@@ -268,7 +268,7 @@ def test_the_pod_template_passes_pod_security_restricted(
 def podium(
     local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Podium]:
-    with serving(Podium(local_cluster, tmp_path_factory.mktemp("podium"))) as server:
+    with serving(Podium(local_cluster, tmp_path_factory.mktemp("podium"), config=PIN)) as server:
         yield server
 
 

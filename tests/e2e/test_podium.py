@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import ApiError, LocalCluster
-from testbed.podium import Podium, opted_in_namespace, serving
+from testbed.podium import PIN, Podium, opted_in_namespace, serving
 from tests.builders import owner_ref
 
 pytestmark = pytest.mark.e2e
@@ -102,7 +102,7 @@ def pod(
 def podium(
     local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Podium]:
-    with serving(Podium(local_cluster, tmp_path_factory.mktemp("podium"))) as server:
+    with serving(Podium(local_cluster, tmp_path_factory.mktemp("podium"), config=PIN)) as server:
         yield server
 
 

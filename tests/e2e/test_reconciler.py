@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import ApiError, LocalCluster
-from testbed.podium import Podium
+from testbed.podium import PIN, Podium
 from tests.builders import owner_ref
 
 from .test_podium import (
@@ -57,7 +57,9 @@ def pair(
     """Two podium processes (the same Deployment's replicas); the webhook calls the first."""
     ensure_namespace(local_cluster, "podium-system")
     servers: list[Podium] = []
-    config = f"orphan-grace-seconds: {GRACE}\nreconcile-interval-seconds: 0.5\nno-fit: unpinned\n"
+    config = (
+        PIN + f"orphan-grace-seconds: {GRACE}\nreconcile-interval-seconds: 0.5\nno-fit: unpinned\n"
+    )
     try:
         for name in ("a", "b"):
             server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"), config=config)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import LocalCluster
-from testbed.podium import Podium, opted_in_namespace, run_doctor
+from testbed.podium import PIN, Podium, opted_in_namespace, run_doctor
 from tests.builders import owner_ref
 
 from .test_podium import (
@@ -39,8 +39,11 @@ pytestmark = pytest.mark.e2e
 def podium(
     local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Podium]:
-    """podium with its default settings: ``reservation-seconds: 600``."""
-    with serving(Podium(local_cluster, tmp_path_factory.mktemp("reservations"))) as server:
+    """podium pinning at admission, otherwise with its default settings: ``reservation-seconds:
+    600``."""
+    with serving(
+        Podium(local_cluster, tmp_path_factory.mktemp("reservations"), config=PIN)
+    ) as server:
         yield server
 
 

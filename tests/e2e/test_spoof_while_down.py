@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import ApiError, LocalCluster
-from testbed.podium import Podium, opted_in_namespace, run_doctor
+from testbed.podium import PIN, Podium, opted_in_namespace, run_doctor
 
 from .test_podium import JOB, create, create_concurrently, pod, pytorch_pods, pytorchjob, serving
 
@@ -36,7 +36,7 @@ def podium(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podium-system"}},
         )
-    config = f"reconcile-interval-seconds: {INTERVAL}\n"
+    config = PIN + f"reconcile-interval-seconds: {INTERVAL}\n"
     server = Podium(local_cluster, tmp_path_factory.mktemp("podium-spoof"), config=config)
     with serving(server) as running:
         yield running

@@ -20,8 +20,8 @@ def test_a_held_job_is_held_with_its_why_not_broken(now: datetime) -> None:
     assert job.findings == () and result.ok
     assert job.as_dict()["verdict"] == "held"
     assert job.held == (
-        "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-c, has 24 free; "
-        "1st in line (first: zone-c is kept for it)"
+        "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-c, has "
+        "24 nvidia.com/gpu free; 1st in line (first: zone-c is kept for it)"
     )
 
 

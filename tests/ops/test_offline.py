@@ -27,6 +27,8 @@ from webhook.ops.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
+#: Most reviews here are of the pin at admission; the default, ``hold``, is reviewed on its own.
+PIN_CONFIG = "zone-chooser: pin\n"
 
 
 def review(
@@ -45,9 +47,10 @@ def review(
     else:
         cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     args = ["review", str(inp), "--cluster", str(cluster)]
-    if config is not None:
-        (tmp_path / "podium.yaml").write_text(config)
-        args += ["--config", str(tmp_path / "podium.yaml")]
+    if config is None or "zone-chooser" not in config:
+        config = PIN_CONFIG + (config or "")
+    (tmp_path / "podium.yaml").write_text(config)
+    args += ["--config", str(tmp_path / "podium.yaml")]
     result = runner.invoke(app, args)
     out = json.loads(result.stdout) if result.exit_code == 0 else None
     return result.exit_code, out, result.stderr
@@ -190,6 +193,8 @@ def test_shipped_examples_through_the_installed_command() -> None:
             str(EXAMPLES / "pytorchjob-worker-0.yaml"),
             "--cluster",
             str(EXAMPLES / "cluster.yaml"),
+            "--config",
+            str(EXAMPLES / "podium-pin.yaml"),
         ],
         capture_output=True,
         text=True,
@@ -211,6 +216,8 @@ def test_shipped_examples_through_the_installed_command() -> None:
             str(EXAMPLES / "review-master-0.json"),
             "--cluster",
             str(EXAMPLES / "cluster.yaml"),
+            "--config",
+            str(EXAMPLES / "podium-pin.yaml"),
         ],
         capture_output=True,
         text=True,
@@ -233,6 +240,9 @@ def invoke_review(
     inp.write_text(json.dumps(pod))
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump_all(objects))
+    if "--config" not in args:
+        (tmp_path / "pin.yaml").write_text(PIN_CONFIG)
+        args = (*args, "--config", str(tmp_path / "pin.yaml"))
     return runner.invoke(
         app, ["review", str(inp), "--cluster", str(cluster), *args], env=env or None
     )
@@ -384,8 +394,8 @@ def test_hold_mode_says_why_a_gang_waits_and_its_place_in_line(tmp_path: Path) -
     (verdict,) = out["release"]
     assert verdict["verdict"] == "wait" and verdict["position"] == 1
     assert verdict["why"].startswith(
-        "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has 16 free; "
-        "1st in line"
+        "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has "
+        "16 nvidia.com/gpu free; 1st in line"
     )
     summary = invoke_review(
         tmp_path,

@@ -128,7 +128,11 @@ def test_snapshot_then_review_is_two_commands(
     pod = tmp_path / "pod.json"
     pj = next(o for o in doc["items"] if o["kind"] == "PyTorchJob")
     pod.write_text(json.dumps(pytorch_pod(pj, "master").obj()))
-    reviewed = runner.invoke(cli.app, ["review", str(pod), "--cluster", str(cluster)])
+    pin = tmp_path / "pin.yaml"
+    pin.write_text("zone-chooser: pin\n")  # the pin at admission: the master follows the worker
+    reviewed = runner.invoke(
+        cli.app, ["review", str(pod), "--cluster", str(cluster), "--config", str(pin)]
+    )
     assert reviewed.exit_code == 0, reviewed.output
     result = json.loads(reviewed.stdout)
     # the snapshot holds the worker bound in zone-c: the master follows it

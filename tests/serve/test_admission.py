@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.builders import PodBuilder
+from tests.builders import PIN, PodBuilder, pinning
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, reviews
 from webhook.core.audit import AuditEntry
@@ -34,7 +34,7 @@ def make(
     now: datetime,
     settings: Settings | None = None,
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView]:
-    settings = settings or Settings()
+    settings = settings or PIN
     view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     sink = audit.MemorySink()
     return (
@@ -167,7 +167,7 @@ async def test_a_forbidden_write_fails_open_and_says_what_to_bind(now: datetime)
 async def test_slow_api_fails_open_within_budget(now: datetime) -> None:
     pj = pytorchjob()
     api = twins.InMemoryApi(delay=5)
-    settings = Settings(time_budget_seconds=0.05)
+    settings = pinning(time_budget_seconds=0.05)
     admitter, sink, _ = make(base_cluster(pj), api, now, settings)
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), timeout=1)
     assert "patch" not in response(answer)
@@ -213,7 +213,7 @@ async def test_before_the_cache_has_synced_the_reason_says_so(now: datetime) -> 
     admitter = admission.Admitter(
         view=lambda: ClusterView(zone_label=labels.ZONE_LABEL, kept=adapters.KEPT),
         api=twins.InMemoryApi(),
-        settings=Settings(),
+        settings=PIN,
         sink=(sink := audit.MemorySink()),
         clock=lambda: now,
         ready=lambda: False,
@@ -245,7 +245,7 @@ async def test_audit_sink_failure_does_not_fail_the_admission(now: datetime) -> 
             raise OSError("disk full")
 
     pj = pytorchjob()
-    settings = Settings()
+    settings = PIN
     view = ClusterView.from_objects(
         base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
     )
@@ -259,9 +259,7 @@ async def test_later_pods_follow_the_record_after_capacity_changes(now: datetime
     """Feeding the created objects back into the view: later pods keep the job's zone."""
     pj = pytorchjob(workers=1)
     api = twins.InMemoryApi()
-    admitter, _, view = make(
-        base_cluster(pj), api, now, Settings(policy_mode=PolicyMode.KUBERNETES)
-    )
+    admitter, _, view = make(base_cluster(pj), api, now, pinning(policy_mode=PolicyMode.KUBERNETES))
     first = response(await admitter.admit(body_for(pytorch_pod(pj, "master").obj())))
     for obj in api.objects.values():
         view.apply("ADDED", obj)

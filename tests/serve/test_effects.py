@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pytest
 
+from tests.builders import PIN
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, engine, reviews
 from webhook.core.engine import Decision
@@ -22,10 +23,8 @@ from webhook.serve import effects
 def first_pod_decision(now: datetime) -> Decision:
     pj = pytorchjob()
     request = reviews.from_document(reviews.review_for_pod(pytorch_pod(pj).obj(), uid="u-1"))
-    view = ClusterView.from_objects(
-        base_cluster(pj), zone_label=Settings().zone_label, kept=adapters.KEPT
-    )
-    decision = engine.decide(request, view, Settings(), now=now)
+    view = ClusterView.from_objects(base_cluster(pj), zone_label=PIN.zone_label, kept=adapters.KEPT)
+    decision = engine.decide(request, view, PIN, now=now)
     assert decision.record is not None and decision.policy is not None and decision.zone
     return decision
 

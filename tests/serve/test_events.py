@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.builders import PIN, pinning
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, audit, reviews
 from webhook.core.settings import NoFit, Settings
@@ -76,7 +77,7 @@ def admitter_for(
     recorder: events.EventRecorder,
     settings: Settings | None = None,
 ) -> admission.Admitter:
-    settings = settings or Settings()
+    settings = settings or PIN
     view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     return admission.Admitter(
         view=lambda: view,
@@ -300,7 +301,7 @@ async def test_an_unpinned_job_through_the_admitter(
     now: datetime, poster: FakePoster, recorder: events.EventRecorder
 ) -> None:
     pj = pytorchjob(workers=20)  # 168 GPUs fit no zone
-    settings = Settings(no_fit=NoFit.UNPINNED)
+    settings = pinning(no_fit=NoFit.UNPINNED)
     admitter = admitter_for(base_cluster(pj), twins.InMemoryApi(), now, recorder, settings)
     answer = await admitter.admit(body_for(pytorch_pod(pj).obj()))
     assert answer.entry is not None and answer.entry["outcome"] == "unpinned"

@@ -10,7 +10,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.builders import JobBuilder, PodBuilder
+from tests.builders import PIN, JobBuilder, PodBuilder, pinning
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, reviews
 from webhook.core.objects import Obj, group_of
@@ -34,7 +34,7 @@ def setup(
     settings: Settings | None = None,
 ) -> tuple[admission.Admitter, audit.MemorySink, ClusterView, twins.InMemoryApi]:
     """An admitter whose view holds ``in_view`` while the apiserver also has ``in_api``."""
-    settings = settings or Settings()
+    settings = settings or PIN
     view = ClusterView.from_objects(in_view, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = api or twins.InMemoryApi()
     for obj in [*in_view, *in_api]:
@@ -172,7 +172,7 @@ async def test_a_slow_apiserver_costs_a_quarter_of_the_budget_not_the_admission(
     now: datetime,
 ) -> None:
     pj = pytorchjob()
-    settings = Settings(time_budget_seconds=0.4)
+    settings = pinning(time_budget_seconds=0.4)
     admitter, sink, _, _ = setup(base_cluster(), [pj], now, api=SlowGets(), settings=settings)
     answer = await asyncio.wait_for(admitter.admit(body_for(pytorch_pod(pj).obj())), timeout=5)
     (record,) = sink.entries
@@ -214,9 +214,7 @@ def test_any_owner_references_never_break_the_reader(refs: Any) -> None:
     """Owner references come from the request: whatever their shape, the reader reads at most
     what it may and raises nothing but ``ApiError``."""
     pj = pytorchjob()
-    view = ClusterView.from_objects(
-        base_cluster(), zone_label=Settings().zone_label, kept=adapters.KEPT
-    )
+    view = ClusterView.from_objects(base_cluster(), zone_label=PIN.zone_label, kept=adapters.KEPT)
     api = twins.InMemoryApi()
     api.put(pj)
     reader = owners.OwnerReader(WatchCache(view, twins.InMemoryLister()), api)

@@ -192,6 +192,42 @@ async def test_waits_are_audited_once_per_why_and_counted(now: datetime) -> None
     assert await world.pass_() == []  # the same why: not audited again
 
 
+async def test_held_pods_say_why_their_gang_waits_written_only_when_it_changes(
+    now: datetime,
+) -> None:
+    world = World(
+        [*cluster(c=0), *held_job("older", 2, now), *held_job("newer", 2, now + timedelta(1))],
+        now,
+    )
+    await world.pass_()
+    patched = [c for c in world.api.calls if c[:2] == ("patch", "Pod")]
+    assert sorted(name for _, _, name in patched if name.startswith("newer")) == [
+        "newer-master-0",
+        "newer-worker-0",
+    ]
+    whys = {p["metadata"]["annotations"].get(labels.HELD_WHY) for p in world.pods("newer")}
+    (why,) = whys
+    assert why is not None and "zone-a, has 8 nvidia.com/gpu free; 1st in line" in why
+    # Nothing changed: no write at all, the view showing the annotation or not.
+    calls = len(world.api.calls)
+    await world.pass_()
+    assert len(world.api.calls) == calls
+    # The why changes (room went): one patch per pod, then released: the annotation goes.
+    for hog in hogs("a", range(1)):
+        world.api.put(hog)
+    calls = len(world.api.calls)
+    await world.pass_()
+    assert len([c for c in world.api.calls[calls:] if c[:2] == ("patch", "Pod")]) == 2
+    whys = {p["metadata"]["annotations"].get(labels.HELD_WHY) for p in world.pods("newer")}
+    assert len(whys) == 1 and whys != {why}
+    world.api.store.objects.pop(("", "Pod", "other", "hog-a-0"))
+    for pod in world.pods("older"):
+        world.api.store.objects.pop(("", "Pod", NS, pod["metadata"]["name"]))
+    (released,) = await world.pass_()
+    assert released["job"]["name"] == "newer" and world.gated("newer") == []
+    assert all(labels.HELD_WHY not in p["metadata"]["annotations"] for p in world.pods("newer"))
+
+
 async def test_nothing_happens_unless_leading(now: datetime) -> None:
     world = World([*cluster(), *held_job("llama", 1, now)], now)
     world.releaser.is_leader = lambda: False

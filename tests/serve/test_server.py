@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from tests.builders import PIN
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, reviews
-from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import cache, errors, twins
 from webhook.kube import client as kube_client
@@ -55,7 +55,7 @@ class World:
 
 
 def make_world(*, ready: bool = True, objects: list[dict[str, Any]] | None = None) -> World:
-    settings = Settings()
+    settings = PIN
     pj = pytorchjob()
     view = ClusterView.from_objects(
         objects or base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
@@ -372,7 +372,7 @@ def test_two_apps_do_not_share_metrics() -> None:
 
 
 async def test_the_lifespan_runs_the_watch_cache() -> None:
-    settings = Settings()
+    settings = PIN
     pj = pytorchjob()
     lister = twins.InMemoryLister(base_cluster(pj))
     view = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)

@@ -19,6 +19,7 @@ from webhook.core import (
     podgroups,
     policies,
     records,
+    resources,
     selectors,
     zones,
 )
@@ -203,19 +204,42 @@ def _decide(
         return _skipped(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
-    if settings.zone_chooser is ZoneChooser.HOLD and _not_placed_elsewhere(pod) is None:
-        record = recorded or _recorded(
+    if settings.zone_chooser.may_hold and _not_placed_elsewhere(pod) is None:
+        recorded = recorded or _recorded(
             view,
             namespace,
             labels.object_name(gang.owner.kind, gang.owner.name, gang.key),
             gang.key,
         )
-        if record is None or record.zone is None or not any_released(view, namespace, gang.key):
+        if _waits(pod, namespace, gang, view, settings, recorded, scheduler=scheduler):
             return _held(pod, namespace, gang)
-        recorded = record  # the view's record, read once: _pin need not look it up again
     return _pin(
         pod, namespace, gang, view, settings, now=now, recorded=recorded, scheduler=scheduler
     )
+
+
+def _waits(
+    pod: Obj,
+    namespace: str,
+    gang: Gang,
+    view: ClusterView,
+    settings: Settings,
+    record: Record | None,
+    *,
+    scheduler: bool,
+) -> bool:
+    """The pod waits behind podium's gate (``hold``, or ``auto`` without kube-scheduler's
+    PodGroups): its gang is not committed yet. A gang with a released pod follows its recorded
+    zone; one kube-scheduler groups (its record says so, or ``auto`` where PodGroups are served and
+    can express the gang) joins its PodGroup."""
+    if record is not None:
+        if record.chooser == records.SCHEDULER:
+            return False
+        return record.zone is None or not any_released(view, namespace, gang.key)
+    if settings.zone_chooser is ZoneChooser.HOLD or not scheduler:
+        return True
+    job = view.get(gang.owner.api_version, gang.owner.kind, namespace, gang.owner.name)
+    return podgroups.unfit(gang, pod, job) is not None
 
 
 def _not_placed_elsewhere(pod: Obj) -> str | None:
@@ -277,7 +301,7 @@ def _held(pod: Obj, namespace: str, gang: Gang) -> Decision:
 
 def _summary(gang: Gang) -> str:
     pods = sum(g.count for g in gang.demand)
-    total = ", ".join(f"{v} {k}" for k, v in sorted(gang.total.items()) if v and k != "pods")
+    total = resources.describe({k: v for k, v in gang.total.items() if v and k != resources.PODS})
     return f"{pods} pod(s), {total or 'no requests'}"
 
 
@@ -586,7 +610,7 @@ def _record_unless_held(
     reason: str,
     detail: str,
     now: datetime,
-    chooser: str = ZoneChooser.PODIUM.value,
+    chooser: str = records.PODIUM,
 ) -> list[Manifest]:
     """The gang's decision record to create, unless the gang has one already."""
     if record is not None:
@@ -681,7 +705,7 @@ def _scheduler_chooses(
     The gang's record decides for a gang already seen: every pod of a gang goes the same way,
     whatever the setting or the cluster's support says by the time it comes."""
     if record is not None:
-        return None if record.chooser == ZoneChooser.SCHEDULER else ""
+        return None if record.chooser == records.SCHEDULER else ""
     chooser = settings.zone_chooser
     if chooser.pins_at_admission or (chooser is ZoneChooser.AUTO and not scheduler):
         return ""
@@ -722,7 +746,7 @@ def _group(
         reason=podgroups.REASON,
         detail=detail,
         now=now,
-        chooser=ZoneChooser.SCHEDULER.value,
+        chooser=records.SCHEDULER,
     )
     # Every pod asks for the PodGroup (AlreadyExists is fine): the view does not hold PodGroups,
     # and a pod naming a PodGroup that never comes would wait for it for ever.

@@ -29,6 +29,9 @@ RELEASE = PREFIX + "release"
 RELEASED_BY = PREFIX + "released-by"
 #: The reason annotation's value on a held pod.
 HELD = "held"
+#: Annotation on a held pod: why its gang still waits (the releaser's why, e.g. "needs 4 × 8
+#: nvidia.com/gpu in one zone; …; 2nd in line"), written when the why changes, removed at release.
+HELD_WHY = PREFIX + "held"
 #: Label on podium's own objects saying what they are (``decision`` or ``policy``).
 COMPONENT = PREFIX + "component"
 

@@ -114,6 +114,11 @@ def release(
     if index is None:
         return Mutation(after, ops)
     uid = (pod.get("metadata") or {}).get("uid")
+    said = (after.get("metadata") or {}).get("annotations") or {}
+    if labels.HELD_WHY in said:  # why it waited: no longer true
+        meta = after["metadata"] = dict(after["metadata"])
+        meta["annotations"] = {k: v for k, v in said.items() if k != labels.HELD_WHY}
+        ops = [*ops, {"op": "remove", "path": "/metadata/annotations/" + escape(labels.HELD_WHY)}]
     spec = after["spec"] = dict(after.get("spec") or {})
     kept = [g for i, g in enumerate(gates) if i != index]
     path = f"/spec/schedulingGates/{index}"

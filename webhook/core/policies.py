@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.core import labels
+from webhook.core import labels, records
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 
@@ -68,7 +68,7 @@ def build_record(
     reason: str,
     detail: str,
     decided_at: str,
-    chooser: str = "podium",
+    chooser: str = records.PODIUM,
 ) -> Manifest:
     """The decision record: created atomically once per gang, so every replica follows one zone.
     A gang whose zone kube-scheduler chooses is recorded with ``zoneChooser: scheduler`` and no
@@ -89,7 +89,7 @@ def build_record(
             "demand": json.dumps(gang.total, sort_keys=True, separators=(",", ":")),
         },
     }
-    if chooser != "podium":
+    if chooser != records.PODIUM:
         record["data"]["zoneChooser"] = chooser
     return record
 

@@ -11,6 +11,14 @@ from typing import Any
 from webhook.core import labels, resources
 from webhook.core.objects import Obj
 
+#: Who chose a gang's zone, as its record says (``data.zoneChooser``). Not the ``zone-chooser``
+#: setting: ``hold`` and ``pin`` both mean podium chooses. A record podium decided (pinned at
+#: admission, released from a hold, rebuilt by the reconciler) carries no ``zoneChooser``; one
+#: kube-scheduler decides carries ``scheduler``. Any other value — ``podium``, or ``pin`` — reads
+#: as podium's, so records written by any version keep their meaning.
+PODIUM = "podium"
+SCHEDULER = "scheduler"
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Record:
@@ -19,9 +27,9 @@ class Record:
     gang: str
     decided_at: str
     demand: resources.Resources
-    #: Who chooses the gang's zone (``settings.ZoneChooser``): decided on the gang's first pod and
-    #: followed by every later one, whatever the setting says by then.
-    chooser: str = "podium"
+    #: Who chooses the gang's zone (``PODIUM`` or ``SCHEDULER``): decided on the gang's first pod
+    #: and followed by every later one, whatever the setting says by then.
+    chooser: str = PODIUM
 
 
 def read_record(
@@ -52,5 +60,5 @@ def parse_record(obj: Obj) -> Record | None:
         gang=gang_key,
         decided_at=str(data.get("decidedAt") or ""),
         demand=demand,
-        chooser=str(data.get("zoneChooser") or "podium"),
+        chooser=SCHEDULER if data.get("zoneChooser") == SCHEDULER else PODIUM,
     )

@@ -69,6 +69,10 @@ TIMEOUT = "hold-timeout"
 TOO_BIG_SPREAD = "too-big-spread"
 ADMIN = "admin"
 
+#: The head reservation (the module's "Order" rule). Always on in podium; a hook that only the
+#: hold-order study (``bench.holdorder``) and its test switch off, to show what it buys.
+HEAD_RESERVATION = True
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PodRef:
@@ -227,7 +231,7 @@ def plan(
         if _timed_out(held, settings, now):
             releases.append(_timeout(held, view, settings, now, fit))
             continue
-        if head is None:
+        if head is None and HEAD_RESERVATION:
             head = fit.closest
         waits.append(_waiting(held, fit, waiting, head_zone=head))
     counts = {h.key: len(h.held) for h in gangs}
@@ -534,7 +538,8 @@ def _timeout(
 ) -> Release:
     roomiest, free = fit.roomiest
     zone = roomiest if settings.no_fit is NoFit.PIN_MOST_FREE else None
-    where = f"pinned to {zone}, which has the most free ({free})" if zone else "left unpinned"
+    most = resources.amount(fit.primary, free)
+    where = f"pinned to {zone}, which has the most free ({most})" if zone else "left unpinned"
     detail = (
         f"held {held.waited(now):.0f}s (hold-timeout-seconds "
         f"{settings.hold_timeout_seconds:g}) and still no zone has room for "
@@ -558,7 +563,11 @@ def _too_big(held: HeldGang, fit: _Fit) -> Wait:
 
 def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None) -> Wait:
     zone, free = fit.roomiest
-    roomiest = f"the roomiest zone, {zone}, has {free} free" if zone else "no zone admits its pods"
+    roomiest = (
+        f"the roomiest zone, {zone}, has {resources.amount(fit.primary, free)} free"
+        if zone
+        else "no zone admits its pods"
+    )
     needs = _needs(held.gang, fit.primary)
     why = f"needs {needs} in one zone; {roomiest}; {_ordinal(position)} in line"
     if position == 1 and head_zone:
@@ -567,11 +576,14 @@ def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None)
 
 
 def _needs(gang: Gang, primary: str) -> str:
-    sizes = {g.requests.get(primary, 0) for g in gang.demand if g.count}
-    pods = size_of(gang)
+    """What the gang needs of ``primary``, counting the pods that ask for it (an MPIJob's
+    CPU-only launcher is not one of its 4 × 8-GPU workers), in units people read."""
+    asking = [g for g in gang.demand if g.count and g.requests.get(primary, 0)]
+    pods = sum(g.count for g in asking)
+    sizes = {g.requests[primary] for g in asking}
     if len(sizes) == 1:
-        return f"{pods} × {sizes.pop()} {primary}"
-    return f"{gang.total.get(primary, 0)} {primary} for {pods} pods"
+        return f"{pods} × {resources.amount(primary, sizes.pop())}"
+    return f"{resources.amount(primary, gang.total.get(primary, 0))} over {pods} pods"
 
 
 def _ordinal(n: int) -> str:

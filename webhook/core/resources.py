@@ -73,6 +73,36 @@ def to_units(resource: str, quantity: Any) -> int:
     return math.ceil(amount)
 
 
+#: Binary suffixes for byte amounts, largest first.
+_BYTES = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+
+
+def amount(resource: str, units: int) -> str:
+    """One amount in base units as a person reads it, with its name: ``8 nvidia.com/gpu``,
+    ``128 cpu`` (cores), ``1500m cpu``, ``64Gi memory``, ``1.5Gi memory``, ``4 pods``. Bytes take
+    the largest binary suffix that leaves at least 1, rounded to one decimal when not exact."""
+    if resource == CPU:
+        value = f"{units // 1000}" if units % 1000 == 0 else f"{units}m"
+    elif resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        value = str(units)
+        for suffix, shift in _BYTES:
+            if abs(units) >= 1 << shift:
+                exact = units % (1 << shift) == 0
+                value = f"{units >> shift if exact else round(units / (1 << shift), 1)}{suffix}"
+                break
+    else:
+        value = str(units)
+    return f"{value} {resource}"
+
+
+def describe(amounts: Mapping[str, Any], *, like: Mapping[str, Any] | None = None) -> str:
+    """Several amounts, the primary ones (not cpu, memory, pods) first; only the resources of
+    ``like`` when given."""
+    names = [n for n in amounts if like is None or n in like]
+    names.sort(key=lambda n: (n in (CPU, "memory", PODS), n))
+    return ", ".join(amount(n, int(amounts[n])) for n in names)
+
+
 def parse_resource_list(values: Mapping[str, Any] | None) -> Resources:
     """Parse a ResourceList; an unparsable entry is ignored rather than failing the admission."""
     out: Resources = {}

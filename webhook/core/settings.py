@@ -50,36 +50,51 @@ class Placement(StrEnum):
 
 
 class ZoneChooser(StrEnum):
-    #: podium chooses the zone (``placement``) and pins every pod of the gang to it.
-    PODIUM = "podium"
+    """Who decides a gang's zone, and when (docs/design.md, "Modes")."""
+
+    #: The default. podium admits a new gang's pods behind its scheduling gate
+    #: (``podium.dev/hold``) and its releaser ungates the whole gang into one zone once that zone
+    #: has room for all of it (``webhook.core.release``): no partial gang holds GPUs while it
+    #: waits. Pods another system gates or places are pinned as in ``pin`` mode.
+    HOLD = "hold"
+    #: podium chooses the zone (``placement``) at the gang's first pod and pins every pod to it at
+    #: once, room or not (``no-fit`` says what happens without room). Old name: ``podium``.
+    PIN = "pin"
+    #: An alias of ``PIN`` (not a fifth mode), for code written before ``hold`` was the default.
+    PODIUM = "pin"
     #: kube-scheduler chooses it: podium creates a PodGroup with a gang policy and a topology
     #: constraint on ``zone-label`` and names it in every pod's ``spec.schedulingGroup``; no pin.
     #: Needs the GenericWorkload and TopologyAwareWorkloadScheduling gates (k8s ≥ 1.37).
     SCHEDULER = "scheduler"
     #: ``scheduler`` where the apiserver serves PodGroups with topology constraints (probed at
-    #: start and every few minutes, never during an admission), ``podium`` elsewhere.
+    #: start and every few minutes, never during an admission), ``hold`` elsewhere — and for a
+    #: gang a PodGroup cannot express (``podgroups.unfit``).
     AUTO = "auto"
-    #: podium admits a new gang's pods behind its scheduling gate (``podium.dev/hold``) and its
-    #: releaser ungates the whole gang into one zone once that zone has room for all of it
-    #: (``webhook.core.release``): no partial gang holds GPUs while it waits. Pods another
-    #: system gates or places are pinned as in ``podium`` mode.
-    HOLD = "hold"
 
     @classmethod
     def _missing_(cls, value: object) -> ZoneChooser | None:
-        # ``pin`` says what ``podium`` mode does: pin at admission, whatever the room.
-        return cls.PODIUM if value == "pin" else None
+        # ``podium``, the name ``pin`` had before ``hold`` became the default: settings files
+        # written with it keep their meaning.
+        return cls.PIN if value == "podium" else None
 
     @property
     def pins_at_admission(self) -> bool:
         """podium itself decides the zone of a gang that is neither grouped nor held."""
-        return self in (ZoneChooser.PODIUM, ZoneChooser.HOLD)
+        return self in (ZoneChooser.PIN, ZoneChooser.HOLD)
+
+    @property
+    def may_hold(self) -> bool:
+        """New gangs may wait behind podium's gate (``auto``: unless kube-scheduler groups them)."""
+        return self in (ZoneChooser.HOLD, ZoneChooser.AUTO)
 
 
 class NoFit(StrEnum):
-    #: No zone has room for the whole gang: pin to the zone with the most free capacity, and warn.
+    """Where a gang goes that no zone has room for: at admission in ``pin`` mode, and when a held
+    gang reaches ``hold-timeout-seconds``."""
+
+    #: Pin to the zone with the most free capacity (an autoscaler then scales that zone), and warn.
     PIN_MOST_FREE = "pin-most-free"
-    #: No zone has room for the whole gang: leave the pod unpinned, and warn.
+    #: Leave the pods unpinned (kube-scheduler places them anywhere), and warn.
     UNPINNED = "unpinned"
 
 
@@ -126,10 +141,12 @@ class Settings:
     #: What ``cilium`` mode does where the installed CRD lacks ``enableDefaultDeny``.
     old_cilium: OldCilium = OldCilium.SKIP_POLICY
     placement: Placement = Placement.BEST_FIT
+    #: No zone has room for the whole gang (``pin`` at admission, ``hold`` at the timeout).
     no_fit: NoFit = NoFit.PIN_MOST_FREE
-    #: Who chooses a gang's zone: podium (and pins it), kube-scheduler (through a PodGroup), or
-    #: whichever the cluster supports. Decided once per gang, on its first pod, and recorded.
-    zone_chooser: ZoneChooser = ZoneChooser.PODIUM
+    #: Who chooses a gang's zone, and when: podium once the whole gang fits (``hold``), podium at
+    #: the first pod (``pin``), kube-scheduler through a PodGroup (``scheduler``), or whichever the
+    #: cluster supports (``auto``). Decided once per gang, on its first pod, and recorded.
+    zone_chooser: ZoneChooser = ZoneChooser.HOLD
     #: The resource whose free amount ranks zones (others must fit too).
     primary_resource: str = "nvidia.com/gpu"
     #: For this long after a gang's zone is decided, the part of its demand not yet bound to nodes
@@ -248,6 +265,8 @@ def _coerce(key: str, value: Any) -> Any:
         choices = ""
         if key in enums:
             choices = " (one of: " + ", ".join(m.value for m in enums[key]) + ")"
+        if key == "zone_chooser":
+            choices = choices[:-1] + "; podium = pin)"
         raise SettingsError(
             f"setting {key.replace('_', '-')}={value!r} is invalid: {err}{choices}"
         ) from err

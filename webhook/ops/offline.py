@@ -23,7 +23,8 @@ import yaml
 
 from webhook.core import adapters, audit, release, resources, reviews
 from webhook.core.objects import Obj, key_of
-from webhook.core.settings import Settings, ZoneChooser
+from webhook.core.resources import amount, describe
+from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import twins
 from webhook.serve import admission
@@ -113,8 +114,8 @@ class Result:
     entry: audit.AuditEntry | None
     #: What the snapshot lacked and the decision therefore guessed (not part of ``as_dict``).
     notes: tuple[str, ...] = ()
-    #: ``zone-chooser: hold`` only: the releaser's verdict per held gang of the snapshot (the
-    #: reviewed pod counted as held when admission held it); None in every other mode.
+    #: ``zone-chooser: hold`` or ``auto`` only: the releaser's verdict per held gang of the
+    #: snapshot (the reviewed pod counted as held when admission held it); None otherwise.
     releaser: tuple[dict[str, Any], ...] | None = None
     #: The primary resource free on each candidate node, by zone, largest first: why a zone
     #: with enough in total may still not fit (16 free as 2 per node hold no 8-GPU pod).
@@ -123,7 +124,7 @@ class Result:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract: ``response``, ``patchedObject``, ``sideEffects``, ``audit``; and
-        ``release`` (the releaser's verdicts) in ``zone-chooser: hold``."""
+        ``release`` (the releaser's verdicts) in ``zone-chooser: hold`` or ``auto``."""
         out = {
             "response": self.response,
             "patchedObject": self.patched,
@@ -143,7 +144,7 @@ async def review(
     now: datetime | None = None,
 ) -> Result:
     """Decide one review against ``objects`` exactly as ``podium serve`` would; in ``zone-chooser:
-    hold``, also what the releaser would do with the snapshot at ``now`` (`releaser`)."""
+    hold`` or ``auto``, also what the releaser would do with the snapshot at ``now``."""
     objects = list(objects)
     view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
     api = twins.InMemoryApi()
@@ -170,7 +171,7 @@ async def review(
     patched = decision.patched if decision and "patch" in answer.body["response"] else original
     notes = snapshot_notes(review_doc, objects, view, settings, answer.entry)
     verdicts = None
-    if settings.zone_chooser is ZoneChooser.HOLD:
+    if settings.zone_chooser.may_hold:
         held = answer.entry is not None and answer.entry.get("outcome") == "held"
         after = _with_pod(objects, patched if held else None)
         verdicts = releaser(after, settings, now=now or datetime.now(UTC))
@@ -335,32 +336,6 @@ def snapshot_notes(
                 "Pending"
             )
     return tuple(notes)
-
-
-_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
-
-
-def amount(resource: str, units: int) -> str:
-    """One quantity with its unit and name: ``8 nvidia.com/gpu``, ``1500m cpu``, ``64Gi
-    memory``, ``4 pods``."""
-    if resource == resources.CPU:
-        value = f"{units // 1000}" if units % 1000 == 0 else f"{units}m"
-    elif resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-        value = str(units)
-        for suffix, shift in _BINARY:
-            if units and units % (1 << shift) == 0:
-                value = f"{units >> shift}{suffix}"
-                break
-    else:
-        value = str(units)
-    return f"{value} {resource}"
-
-
-def describe(amounts: Mapping[str, Any], *, like: Mapping[str, Any] | None = None) -> str:
-    """Several quantities, the primary ones first; only the resources of ``like`` when given."""
-    names = [n for n in amounts if like is None or n in like]
-    names.sort(key=lambda n: (n in (resources.CPU, "memory", resources.PODS), n))
-    return ", ".join(amount(n, int(amounts[n])) for n in names)
 
 
 #: What podium's own objects are, for the summary.

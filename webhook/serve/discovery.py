@@ -5,15 +5,15 @@ One ``dryRun=All`` create of a PodGroup with a topology constraint answers both 
 apiserver can answer (k8s v1.37.2 ``pkg/registry/scheduling/podgroup/strategy.go``):
 
 * 404 — ``scheduling.k8s.io/v1beta1`` PodGroups are not served (``--runtime-config``, or the
-  ``GenericWorkload`` gate, is off): podium mode;
+  ``GenericWorkload`` gate, is off): hold mode;
 * created without ``spec.schedulingConstraints`` — the apiserver dropped the field because
   ``TopologyAwareWorkloadScheduling`` is off: the scheduler would gang the pods but not keep them
-  in one zone, so podium mode;
+  in one zone, so hold mode;
 * created with it — scheduler mode.
 
 kube-scheduler's own gates cannot be seen from the API; a cluster that turns the gates on for the
-apiserver and not for the scheduler is misconfigured, and ``zone-chooser: podium`` is the answer.
-Any other error (403, 5xx, timeout) keeps the last answer (podium mode until one is known).
+apiserver and not for the scheduler is misconfigured, and ``zone-chooser: hold`` is the answer.
+Any other error (403, 5xx, timeout) keeps the last answer (hold mode until one is known).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class SchedulerSupport:
             log.info(
                 "zone-chooser auto: %s: %s chooses zones",
                 why,
-                "kube-scheduler" if available else "podium",
+                "kube-scheduler" if available else "podium's hold",
             )
         self.available, self.why = available, why
 

@@ -68,7 +68,7 @@ async def ensure(decision: Decision, api: Api) -> Applied:
             followed = records.read_record(existing, decision.gang.key)
             # The gang's first decision wins: its zone, and who chooses it (podium or
             # kube-scheduler, which may differ when the setting is auto or has just changed).
-            chooser = "scheduler" if decision.podgroup is not None else "podium"
+            chooser = records.SCHEDULER if decision.podgroup is not None else records.PODIUM
             if followed is not None and (
                 followed.zone != decision.zone or followed.chooser != chooser
             ):

@@ -52,12 +52,10 @@ from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
-from webhook.core.settings import Mode, PolicyMode, PolicyScope, Settings, ZoneChooser
+from webhook.core.settings import Mode, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
-from webhook.kube import errors, protocols
+from webhook.kube import errors
 from webhook.serve import loops
-from webhook.serve.audit import Sink
-from webhook.serve.metrics import Metrics
 
 log = logging.getLogger("podium.reconciler")
 
@@ -282,7 +280,7 @@ def _scope(
     zones by ``too-big: spread`` — narrowing it to zones would take back what the admin opted
     into — but its pods still get their node's zone label, so that an admin's zone isolation
     keyed on it covers them as it covers every other pod (docs/cilium.md)."""
-    if chooser == ZoneChooser.SCHEDULER.value:
+    if chooser == records.SCHEDULER:
         return PolicyScope.JOB, False
     record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
     recorded = records.parse_record(record) if record is not None else None
@@ -338,7 +336,7 @@ def _decision_of(
     # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
     # record they had said zoneChooser scheduler and no zone, and so must the new one.
     scheduled = first_reason == podgroups.REASON
-    chooser = ZoneChooser.SCHEDULER.value if scheduled else ZoneChooser.PODIUM.value
+    chooser = records.SCHEDULER if scheduled else records.PODIUM
     manifest = policies.build_record(
         gang=found,
         namespace=namespace,
@@ -513,35 +511,11 @@ def _policy_kinds(mode: PolicyMode) -> list[tuple[str, str]]:
     return [kind] if kind else []
 
 
-class Reconciler:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Reconciler(loops.LeaderPass):
     """Runs ``plan`` and carries it out while this replica leads and the cache has synced."""
 
-    def __init__(
-        self,
-        *,
-        view: Callable[[], ClusterView],
-        ready: Callable[[], bool],
-        api: protocols.Objects,
-        settings: Settings,
-        sink: Sink,
-        tuning: Tuning = Tuning(),
-        is_leader: Callable[[], bool] = lambda: True,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        observe: Callable[[audit.AuditEntry], None] | None = None,
-        meter: Metrics | None = None,
-    ) -> None:
-        """``observe`` sees every audit entry as it is written (the Event recorder); ``meter``
-        counts passes, failed writes and split gangs."""
-        self.observe = observe
-        self.meter = meter
-        self.view = view
-        self.ready = ready
-        self.api = api
-        self.settings = settings
-        self.sink = sink
-        self.tuning = tuning
-        self.is_leader = is_leader
-        self.clock = clock
+    tuning: Tuning = Tuning()
 
     async def list_owned(self) -> Owned:
         managed = f"{labels.MANAGED_BY}={labels.MANAGER}"
@@ -562,7 +536,7 @@ class Reconciler:
 
     async def run_once(self) -> list[audit.AuditEntry]:
         """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
-        if not (self.is_leader() and self.ready()):
+        if not self.acting():
             return []
         owned = await self.list_owned()
         now = self.clock()
@@ -585,12 +559,7 @@ class Reconciler:
             result = f"failed: {err}"
             if self.meter is not None:
                 self.meter.write_failures.labels(source="reconciler").inc()
-        entry = self._audit(action, result, now=now, started=started)
-        with contextlib.suppress(Exception):
-            self.sink.write(entry)
-        if self.observe is not None:
-            with contextlib.suppress(Exception):
-                self.observe(entry)
+        entry = self.write(self._audit(action, result, now=now, started=started))
         log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
         return entry
 

@@ -26,61 +26,41 @@ first pass finds them in the view and releases them once a zone has room.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import datetime
 
 from webhook.core import audit, labels, release
 from webhook.core.audit import EffectEntry
 from webhook.core.policies import Manifest
-from webhook.core.settings import Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
-from webhook.kube import errors, protocols
+from webhook.core.view import TERMINAL_PHASES, has_gate
+from webhook.kube import errors
 from webhook.serve import loops
-from webhook.serve.audit import Sink
-from webhook.serve.metrics import Metrics
 
 log = logging.getLogger("podium.releaser")
 
 
-class Releaser:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Releaser(loops.LeaderPass):
     """Runs ``release.plan`` and carries it out while this replica leads and the cache synced."""
 
-    def __init__(
-        self,
-        *,
-        view: Callable[[], ClusterView],
-        ready: Callable[[], bool],
-        api: protocols.Objects,
-        settings: Settings,
-        sink: Sink,
-        is_leader: Callable[[], bool] = lambda: True,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        observe: Callable[[audit.AuditEntry], None] | None = None,
-        meter: Metrics | None = None,
-        user: str = "",
-    ) -> None:
-        """``observe`` sees every audit entry as it is written (the Event recorder); ``user``
-        names who released (``podium release``: the admin)."""
-        self.view = view
-        self.ready = ready
-        self.api = api
-        self.settings = settings
-        self.sink = sink
-        self.is_leader = is_leader
-        self.clock = clock
-        self.observe = observe
-        self.meter = meter
-        self.user = user or settings.own_user
-        #: Held pods per gang at the previous pass (``release.plan``'s ``stable``).
-        self._counts: dict[str, int] = {}
-        #: The why last reported per waiting gang: a gang is reported again when it changes.
-        self._whys: dict[str, str] = {}
+    #: Who released (``podium release``: the admin); podium's own user when empty.
+    user: str = ""
+    #: Held pods per gang at the previous pass (``release.plan``'s ``stable``).
+    _counts: dict[str, int] = dataclasses.field(default_factory=dict, init=False)
+    #: The why last reported per waiting gang: a gang is reported again when it changes.
+    _whys: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
+    #: The why last written on each held pod (by UID), until the view shows it.
+    _said: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.user = self.user or self.settings.own_user
 
     async def run_once(self) -> list[audit.AuditEntry]:
         """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
-        if not (self.is_leader() and self.ready()):
+        if not self.acting():
             return []
         now = self.clock()
         planned = release.plan(self.view(), self.settings, now=now, stable=self._counts)
@@ -89,12 +69,34 @@ class Releaser:
         for wait in planned.waits:
             if self._whys.get(wait.held.key) != wait.why:
                 self._whys[wait.held.key] = wait.why
-                entries.append(self._write(_held_entry(wait, now)))
+                entries.append(self.write(_held_entry(wait, now)))
         waiting = {w.held.key for w in planned.waits}
         self._whys = {k: v for k, v in self._whys.items() if k in waiting}
+        await self._annotate(planned.waits)
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
         return entries
+
+    async def _annotate(self, waits: Sequence[release.Wait]) -> None:
+        """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
+        whose annotation differs from the why, none when nothing changed. ``_said`` remembers
+        what was written until the watch shows it, so a lagging view causes no second write."""
+        said: dict[str, str] = {}
+        for wait in waits:
+            for pod in wait.held.held:
+                said[pod.uid] = wait.why
+                shown = pod.annotations.get(labels.HELD_WHY)
+                if wait.why in (shown, self._said.get(pod.uid)):
+                    continue
+                patch = {"metadata": {"annotations": {labels.HELD_WHY: wait.why}}}
+                try:
+                    await self.api.merge_patch("v1", "Pod", pod.namespace, pod.name, patch)
+                except errors.NotFound:
+                    continue
+                except errors.ApiError as err:
+                    log.warning("cannot say why %s waits: %s", pod.name, err)
+                    said[pod.uid] = self._said.get(pod.uid, "")
+        self._said = said
 
     async def execute(self, planned: release.Release, *, now: datetime) -> audit.AuditEntry:
         """Write the record and policy, then ungate the pods; the audit entry of how it went."""
@@ -122,7 +124,7 @@ class Releaser:
         elif self.meter is not None:
             self.meter.releases.labels(reason=planned.reason).inc()
             self.meter.hold_seconds.observe(planned.waited_seconds)
-        return self._write(entry)
+        return self.write(entry)
 
     async def _record(self, planned: release.Release, effects: list[EffectEntry]) -> None:
         """Create the record; on a re-decision replace the one there. A record someone else
@@ -202,12 +204,6 @@ class Releaser:
         patch = release.release_patch(pod, planned, self.settings)
         await self.api.json_patch("v1", "Pod", ref.namespace, ref.name, patch)
         return True
-
-    def _write(self, entry: audit.AuditEntry) -> audit.AuditEntry:
-        self.sink.write(entry)
-        if self.observe is not None:
-            self.observe(entry)
-        return entry
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``release-interval-seconds`` until ``stop``; a failed pass is logged."""

@@ -10,10 +10,10 @@
 
 {{/* The settings file podium reads with --config (the README's table). */}}
 {{- define "podium.settings" -}}
-{{- $managed := list "policy-mode" "policy_mode" "placement" "no-fit" "no_fit" "namespace-label" "namespace_label" "namespace-label-value" "namespace_label_value" "namespace-shadow-value" "namespace_shadow_value" "mode" "own-namespace" "own_namespace" -}}
+{{- $managed := list "policy-mode" "policy_mode" "placement" "zone-chooser" "zone_chooser" "no-fit" "no_fit" "namespace-label" "namespace_label" "namespace-label-value" "namespace_label_value" "namespace-shadow-value" "namespace_shadow_value" "mode" "own-namespace" "own_namespace" -}}
 {{- range $key, $_ := .Values.extraSettings -}}
 {{- if has $key $managed -}}
-{{- fail (printf "extraSettings.%s: set it with its own value (policyMode, placement, noFit, mode, namespaceLabel; the namespace is namespace.name)" $key) -}}
+{{- fail (printf "extraSettings.%s: set it with its own value (policyMode, placement, zoneChooser, noFit, mode, namespaceLabel; the namespace is namespace.name)" $key) -}}
 {{- end -}}
 {{- end -}}
 {{- $budget := index .Values.extraSettings "time-budget-seconds" | default (index .Values.extraSettings "time_budget_seconds") | default 2.0 -}}
@@ -22,6 +22,7 @@
 {{- end -}}
 policy-mode: {{ .Values.policyMode }}
 placement: {{ .Values.placement }}
+zone-chooser: {{ .Values.zoneChooser }}
 no-fit: {{ .Values.noFit }}
 namespace-label: {{ .Values.namespaceLabel.key }}
 namespace-label-value: {{ .Values.namespaceLabel.value | quote }}

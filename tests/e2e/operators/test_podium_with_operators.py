@@ -21,7 +21,7 @@ from testbed.controlplane import LocalCluster
 from testbed.observe import Observation, api_path, observe, summarize
 from testbed.operators import OperatorPool
 from testbed.operators.frameworks import FRAMEWORKS
-from testbed.podium import Podium, opted_in_namespace, serving
+from testbed.podium import PIN, Podium, opted_in_namespace, serving
 
 from .conftest import framework_params, needs, ready_for_podium
 
@@ -100,7 +100,8 @@ def podium_beside_operators(
     until then an adapter that verifies the owner chain (LWS) does not recognise the pods."""
     ready_for_podium(operator_cluster, operator_pool)
     with serving(
-        Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators")), unregister=True
+        Podium(operator_cluster, tmp_path_factory.mktemp("podium-operators"), config=PIN),
+        unregister=True,
     ) as server:
         yield server
 
