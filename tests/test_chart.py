@@ -30,7 +30,7 @@ from webhook.core.settings import (
     PolicyMode,
     PolicyScope,
     Settings,
-    ZoneChooser,
+    TooBig,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -540,14 +540,14 @@ def test_every_extra_setting_the_schema_allows_reaches_podium(helm: str, tmp_pat
     values = {
         "extraSettings": {
             "policy-scope": "job",
-            "zone-chooser": "hold",
+            "too-big": "spread",
             "excluded_namespaces": ["kube-system", "batch"],
             "hold-timeout-seconds": 60,
         }
     }
     settings = settings_of(chart(helm, values=values, tmp_path=tmp_path))
     assert settings.policy_scope is PolicyScope.JOB
-    assert settings.zone_chooser is ZoneChooser.HOLD
+    assert settings.too_big is TooBig.SPREAD
     assert settings.excluded_namespaces == {"kube-system", "batch"}
     assert settings.hold_timeout_seconds == 60
 

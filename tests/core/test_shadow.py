@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import PodBuilder, namespace
+from tests.builders import PIN, PodBuilder, namespace
 from tests.scenarios import NS, pytorch_pod, pytorchjob, zones_8_16_64
 from webhook.core import adapters, engine, labels, reviews
 from webhook.core.settings import Mode, Settings, SettingsError, ZoneChooser
@@ -89,7 +89,7 @@ def test_shadow_records_the_zone_a_held_gang_would_be_released_into(now: datetim
 def test_no_fit_warnings_go_to_the_audit_not_to_the_pods_creator(now: datetime) -> None:
     pj = pytorchjob(workers=9)  # 80 GPUs: no zone fits
     pod = pytorch_pod(pj, "master").obj()
-    shadow = decide(pod, cluster("shadow", pj), now)
+    shadow = decide(pod, cluster("shadow", pj), now, PIN)  # pinned with a no-fit warning
     assert shadow.warnings == ()
     assert shadow.shadow_of is not None and shadow.shadow_of.warnings
 

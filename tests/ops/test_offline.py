@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.builders import PodBuilder
+from tests.builders import PodBuilder, pinning
 from tests.builders import node as node_builder
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
 from webhook.core import labels, mutation, reviews
@@ -514,12 +514,13 @@ def test_review_in_shadow_mode_answers_unchanged_and_says_what_enforce_would_do(
     tmp_path: Path,
 ) -> None:
     pj = pytorchjob()
-    code, out, _ = review(tmp_path, pytorch_pod(pj).obj(), base_cluster(pj), config="mode: shadow")
+    config = "mode: shadow\nzone-chooser: pin"
+    code, out, _ = review(tmp_path, pytorch_pod(pj).obj(), base_cluster(pj), config=config)
     assert code == 0 and out is not None
     assert "patch" not in out["response"]["response"]
     assert out["sideEffects"] == []
     assert (out["audit"]["shadow"], out["audit"]["zone"]) == (True, "zone-c")
-    settings = Settings(mode=Mode.SHADOW)
+    settings = pinning(mode=Mode.SHADOW)
     doc = reviews.review_for_pod(pytorch_pod(pj).obj())
     result = asyncio.run(offline.review(doc, base_cluster(pj), settings))
     head = offline.summary(result)[0]

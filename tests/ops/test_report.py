@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests.builders import namespace
+from tests.builders import namespace, pinning
 from tests.scenarios import NS, pytorch_pod, pytorchjob, zones_8_16_64
 from webhook.core import adapters, audit, engine, labels, reviews
 from webhook.core.settings import NoFit, Settings
@@ -93,7 +93,7 @@ def test_names_exactly_the_jobs_that_split_where_podium_would_have_kept_them(now
 
 def test_a_job_podium_would_have_left_unpinned_split_anyway(now: datetime) -> None:
     big = pytorchjob("big", workers=9)  # 80 GPUs: no zone fits
-    unpinned = Settings(no_fit=NoFit.UNPINNED)
+    unpinned = pinning(no_fit=NoFit.UNPINNED)
     master, worker = pytorch_pod(big, "master", 0).obj(), pytorch_pod(big, "worker", 0).obj()
     objects = cluster(big)
     entries = [shadow_entry(master, objects, now, unpinned)]
