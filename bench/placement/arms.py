@@ -8,15 +8,19 @@ finishes — is the runner's and identical for every arm.
 
 * ``default`` — kube-scheduler alone;
 * ``self-affinity`` — each pod requires podAffinity to its own job's pods on the zone key;
-* ``podium`` — ``podium serve`` in today's mode: podium picks the zone and pins it (its
-  reservation window compressed like the trace);
+* ``podium`` — ``podium serve`` pinning at admission (``zone-chooser: pin``): podium picks the
+  zone and pins it (its reservation window compressed like the trace);
+* ``podium-hold`` — ``podium serve`` holding each gang behind its scheduling gate until one zone
+  has room for all of it (``zone-chooser: hold``), on a cluster *without* the scheduler's gang
+  gates (`Arm.gang_gates`): the mode meant for clusters that lack them;
 * ``podium-uncompressed`` — the same with every setting at its default (not a default arm);
 * ``scheduler`` — kube-scheduler's PodGroup gang + topology placement, with the *harness*
   creating the PodGroup and setting ``spec.schedulingGroup.podGroupName``, as podium's scheduler
   mode will at admission;
 * ``podium-scheduler`` — ``podium serve`` in that scheduler mode (``zone-chooser: scheduler``,
   `PODIUM_SCHEDULER_CONFIG`): podium makes the PodGroup and sets the pods' scheduling group at
-  admission (not a default arm: ``--arms podium-scheduler``).
+  admission;
+* ``kueue-tas`` — Kueue's Topology Aware Scheduling on plain-pod groups (`bench.placement.kueue`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ PODIUM_WEBHOOK = "pods.podium.dev"
 #: The ``podium serve --config`` YAML that turns on podium's scheduler placement mode (podium
 #: creates the PodGroup and sets ``spec.schedulingGroup``; kube-scheduler picks the zone).
 PODIUM_SCHEDULER_CONFIG: str | None = "zone-chooser: scheduler\n"
+#: podium's immediate pin, named explicitly (``pin``, also read as its older name ``podium``), so
+#: the arm stays what it is whatever podium's default mode.
+PODIUM_PIN_CONFIG = "zone-chooser: pin\n"
 
 #: podium's one setting that is a span of *job* time, compressed like the trace: a decided gang's
 #: demand that its pods have not yet bound, finished or left counts as taken for at most
@@ -48,6 +55,16 @@ PODIUM_SCHEDULER_CONFIG: str | None = "zone-chooser: scheduler\n"
 PODIUM_RESERVATION_SIM_SECONDS = 600.0
 PODIUM_STUDY_CONFIG = (
     f"reservation-seconds: {PODIUM_RESERVATION_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
+)
+#: The hold's other span of job time, compressed the same way: a held gang that still fits no zone
+#: after ``hold-timeout-seconds`` (default 1800 s, 30 minutes) is released pinned to the roomiest
+#: zone — 30 simulated minutes are 30 real seconds here. The releaser's period
+#: (``release-interval-seconds``, 2 s) is not compressed: it cannot be (2 simulated seconds), and
+#: it is the lag a user gets; the study's room → last bind metric shows what it costs.
+PODIUM_HOLD_TIMEOUT_SIM_SECONDS = 1800.0
+PODIUM_HOLD_CONFIG = (
+    "zone-chooser: hold\n"
+    f"hold-timeout-seconds: {PODIUM_HOLD_TIMEOUT_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
 )
 
 
@@ -66,6 +83,9 @@ class Arm:
     namespace_labels: Mapping[str, str] = {}
     #: The webhook whose admission latency the apiserver reports, if the arm has one.
     webhook: str | None = None
+    #: Whether the cluster runs with kube-scheduler's gang gates (GenericWorkload,
+    #: TopologyAwareWorkloadScheduling) on: every arm but the ones made for clusters without them.
+    gang_gates: bool = True
 
     def start(self, ctx: RunContext) -> None:
         """Once per run, after the cluster is up and before the first job."""
@@ -155,9 +175,16 @@ class PodiumArm(Arm):
     namespace_labels: Mapping[str, str] = {"podium.dev/enabled": "true"}
     webhook: str | None = PODIUM_WEBHOOK
 
-    def __init__(self, name: str = "podium", config: str | None = PODIUM_STUDY_CONFIG) -> None:
+    def __init__(
+        self,
+        name: str = "podium",
+        config: str | None = PODIUM_STUDY_CONFIG + PODIUM_PIN_CONFIG,
+        *,
+        gang_gates: bool = True,
+    ) -> None:
         self.name = name
         self.config = config
+        self.gang_gates = gang_gates
         self.server: Podium | None = None
 
     def start(self, ctx: RunContext) -> None:
@@ -183,21 +210,38 @@ def podium_scheduler() -> Arm:
 
 
 def podium_uncompressed() -> Arm:
-    """podium with all defaults: its 600 s reservation window left in real seconds."""
-    return PodiumArm(name="podium-uncompressed", config=None)
+    """podium's pin with all other settings at their defaults: its 600 s reservation window left
+    in real seconds."""
+    return PodiumArm(name="podium-uncompressed", config=PODIUM_PIN_CONFIG)
+
+
+def podium_hold() -> Arm:
+    """podium's hold on a cluster without the scheduler's gang gates: nothing but podium keeps a
+    gang from binding partially."""
+    return PodiumArm(
+        name="podium-hold", config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG, gang_gates=False
+    )
 
 
 ARMS: dict[str, Callable[[], Arm]] = {
     "default": Arm,
     "self-affinity": SelfAffinity,
     "podium": PodiumArm,
+    "podium-hold": podium_hold,
     "scheduler": SchedulerGang,
     "podium-scheduler": podium_scheduler,
     "podium-uncompressed": podium_uncompressed,
 }
-#: The arms `python -m bench placement` runs unless told otherwise (~25 minutes for two seeds);
-#: the others run with ``--arms`` and are merged into the same results.
-DEFAULT_ARMS = ("default", "self-affinity", "podium", "scheduler")
+#: The arms `python -m bench placement` runs unless told otherwise (~100 minutes for three
+#: seeds); the others run with ``--arms`` and are merged into the same results.
+DEFAULT_ARMS = (
+    "default",
+    "self-affinity",
+    "podium",
+    "podium-hold",
+    "scheduler",
+    "podium-scheduler",
+)
 
 
 def ensure_namespace(cluster: LocalCluster, name: str) -> None:

@@ -264,14 +264,19 @@ class PodWatch(threading.Thread):
         now, name = self.now(), meta["name"]
         with self.lock:
             row = self.pods.get(name)
+            spec = pod.get("spec") or {}
+            gates = sorted(g["name"] for g in spec.get("schedulingGates") or [])
             if row is None:
-                group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+                group = (spec.get("schedulingGroup") or {}).get("podGroupName")
                 row = [self.index[job], None, now, None, None, None, group, attempt]
+                row += [",".join(gates) or None, None]
                 self.pods[name] = row
                 reason = (meta.get("annotations") or {}).get("podium.dev/reason")
                 if reason and job not in self.reason:
                     self.reason[job] = reason
-            node = (pod.get("spec") or {}).get("nodeName")
+            if row[analysis.GATES] and not gates and row[analysis.UNGATED] is None:
+                row[analysis.UNGATED] = now
+            node = spec.get("nodeName")
             if node and row[analysis.BOUND] is None:
                 row[analysis.BOUND], row[analysis.ZONE] = now, self.node_zone.get(node)
                 if key not in self.bound:
@@ -301,14 +306,15 @@ class PodWatch(threading.Thread):
             }
 
 
-def start_cluster(bin_dir: Path, work_dir: Path) -> LocalCluster:
-    """The study's control plane: the scheduler's gang gates on for every arm (so each arm runs
-    on the same components), 3 zones of 8-GPU KWOK nodes, the PyTorchJob and Cilium CRDs."""
+def start_cluster(bin_dir: Path, work_dir: Path, *, gang_gates: bool = True) -> LocalCluster:
+    """The study's control plane: the scheduler's gang gates on (for every arm but those made for
+    clusters without them, `Arm.gang_gates`), 3 zones of 8-GPU KWOK nodes, the PyTorchJob and
+    Cilium CRDs."""
     cluster = LocalCluster(
         bin_dir,
         work_dir,
-        feature_gates=SCHEDULER_GANG_GATES,
-        runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG,
+        feature_gates=SCHEDULER_GANG_GATES if gang_gates else None,
+        runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG if gang_gates else None,
     )
     cluster.start()
     try:
@@ -333,7 +339,7 @@ def run_arm(
 ) -> dict[str, Any]:
     """Replay ``jobs`` with ``arm`` on a fresh cluster in ``work_dir``; the raw record."""
     started = time.monotonic()
-    cluster = start_cluster(bin_dir, work_dir / "cluster")
+    cluster = start_cluster(bin_dir, work_dir / "cluster", gang_gates=arm.gang_gates)
     ctx = RunContext(cluster, NAMESPACE, work_dir)
     try:
         cluster.create_namespace(NAMESPACE, labels=dict(arm.namespace_labels))
@@ -554,6 +560,7 @@ class Replay:
             "end_s": round(end_s, 3),
             "horizon_s": round(horizon, 3),
             "timeout_s": self.timeout_s,
+            "gang_gates": arm.gang_gates,
             "setup_s": round(setup_s, 1),
             "capacity_gpus": trace.capacity(),
             "zones": {z: n * trace.GPUS_PER_NODE for z, n in trace.ZONE_NODES.items()},
@@ -570,7 +577,10 @@ class Replay:
                 }
                 for j in self.jobs
             ],
-            "pods": [[*row[:2], *(_round(t) for t in row[2:6]), *row[6:]] for row in pods],
+            "pods": [
+                [*row[:2], *(_round(t) for t in row[2:6]), *row[6:9], _round(row[9])]
+                for row in pods
+            ],
             "scrapes": {
                 "scheduler": {
                     k: v - before["scheduler"].get(k, 0.0) for k, v in after["scheduler"].items()
