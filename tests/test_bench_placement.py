@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
-from bench.placement import analysis, arms, report, runner, study, trace
+from bench.placement import analysis, arms, kueue, report, runner, study, trace
 from webhook.core.settings import Settings, ZoneChooser
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
@@ -439,6 +439,76 @@ def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
         assert parsed[name].reservation_seconds == compressed, name
     assert parsed["podium-hold"].hold_timeout_seconds == 1800 / (60 * trace.SIM_MINUTES_PER_SECOND)
     assert parsed["podium-uncompressed"] == Settings.from_mapping({"zone-chooser": "pin"})
-    # Only the hold runs where kube-scheduler has no gang gates: it is the mode for such clusters.
+    # Only the hold (of podium's modes) and Kueue run where kube-scheduler has no gang gates:
+    # they are the alternatives for such clusters.
     assert {name for name, arm in built.items() if not arm.gang_gates} == {"podium-hold"}
-    assert [name for name in arms.ARMS if not arms.ARMS[name]().gang_gates] == ["podium-hold"]
+    ungated = [name for name in arms.ARMS if not arms.ARMS[name]().gang_gates]
+    assert ungated == ["podium-hold", "kueue-tas"]
+
+
+def test_the_kueue_arm_makes_each_attempt_a_plain_pod_group_required_in_one_zone() -> None:
+    arm = arms.ARMS["kueue-tas"]()
+    assert (arm.name, arm.gang_gates, arm.webhook) == ("kueue-tas", False, "mpod.kb.io")
+    job_obj = _job_obj()
+    first = arm.pod(_job(), runner.operator_pods(_job(), job_obj)[1])
+    retry = arm.pod(_job(), runner.operator_pods(_job(), job_obj, 2)[1])
+    assert {k: v for k, v in first["metadata"]["labels"].items() if k.startswith("kueue")} == {
+        "kueue.x-k8s.io/pod-group-name": "job-000-0",
+        "kueue.x-k8s.io/queue-name": kueue.QUEUE,
+    }
+    assert first["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/pod-group-total-count": "4",
+        "kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/zone",
+    }
+    assert retry["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "job-000-2"
+    # Nothing else changes: no gate, no selector (Kueue's webhook adds the gates).
+    plain = runner.operator_pods(_job(), job_obj)[1]
+    assert first["spec"] == plain["spec"]
+
+
+def test_the_workload_watch_keeps_when_each_condition_was_first_seen_true() -> None:
+    watch = kueue.WorkloadWatch(cast(Any, None), "study", t0=0.0)
+    times = iter([1.0, 2.0, 3.0, 4.0])
+    watch.now = lambda: next(times)  # type: ignore[method-assign]
+
+    def workload(*conditions: tuple[str, str]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "job-000-0"},
+            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]},
+        }
+
+    watch.observe("ADDED", workload())
+    watch.observe("MODIFIED", workload(("QuotaReserved", "True"), ("Admitted", "False")))
+    watch.observe("MODIFIED", workload(("QuotaReserved", "True"), ("Admitted", "True")))
+    watch.observe("DELETED", workload())
+    assert watch.rows() == [
+        {
+            "name": "job-000-0",
+            "created_s": 1.0,
+            "QuotaReserved_s": 2.0,
+            "Admitted_s": 3.0,
+            "deleted_s": 4.0,
+        }
+    ]
+
+
+def test_a_queueing_arms_own_times_come_from_its_workloads_and_the_pods_ungating() -> None:
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 6.0, "finished")]}],
+        [
+            _gated([0, "a", 1.0, 5.0, 5.5, None, None, 0], "kueue.x-k8s.io/admission", 4.5),
+            _gated([0, "a", 1.0, 5.5, 6.0, None, None, 0], "kueue.x-k8s.io/admission", 5.0),
+        ],
+        end=10.0,
+    )
+    record["observed"] = {
+        "workloads": [
+            {"name": "j0-0", "created_s": 1.5, "QuotaReserved_s": 4.0, "Admitted_s": 4.0},
+            {"name": "j9-0", "created_s": 2.0},
+        ]
+    }
+    m = analysis.metrics(record)
+    assert (m["queue_workloads"], m["queue_admitted"]) == (2, 1)
+    assert m["queue_admit_wait_p50_min"] == pytest.approx(analysis.sim_minutes(2.5))
+    assert m["queue_ungate_after_admit_p50_s"] == pytest.approx(1.0)
+    assert "queue_workloads" not in analysis.metrics(_record([], [], end=1.0))

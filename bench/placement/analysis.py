@@ -275,7 +275,35 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
     }
     out.update(_component_metrics(record, end))
     out.update(_waiting_metrics(record, views, end))
+    out.update(queue_metrics(record, views))
     return out
+
+
+def queue_metrics(record: Mapping[str, Any], views: Sequence[JobView]) -> dict[str, Any]:
+    """A queueing arm's own times, from the Workloads it watched (``observed.workloads``, one per
+    attempt, named ``<job>-<attempt>``): how many it admitted, the wait from the Workload's
+    creation (its group complete) to ``Admitted`` in simulated minutes, and from ``Admitted`` to
+    the last of its pods seen ungated, in real seconds. Empty for the other arms."""
+    workloads = ((record.get("observed") or {}).get("workloads")) or []
+    if not workloads:
+        return {}
+    attempts = {f"{v.job['name']}-{a.attempt['attempt']}": a for v in views for a in v.attempts}
+    admitted = [w for w in workloads if w.get("Admitted_s") is not None]
+    ungated = []
+    for workload in admitted:
+        attempt = attempts.get(workload["name"])
+        times = [field(p, UNGATED) for p in attempt.pods] if attempt else []
+        if times and all(t is not None for t in times):
+            ungated.append(max(times) - float(workload["Admitted_s"]))
+    waits = [sim_minutes(float(w["Admitted_s"]) - float(w["created_s"])) for w in admitted]
+    return {
+        "queue_workloads": len(workloads),
+        "queue_admitted": len(admitted),
+        "queue_admit_wait_p50_min": percentile(waits, 50),
+        "queue_admit_wait_p95_min": percentile(waits, 95),
+        "queue_ungate_after_admit_p50_s": percentile(ungated, 50),
+        "queue_ungate_after_admit_p95_s": percentile(ungated, 95),
+    }
 
 
 def _waiting_metrics(

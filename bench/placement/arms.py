@@ -36,6 +36,8 @@ from testbed.podium import Podium
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+#: Which attempt of its job a pod belongs to (0 first, then one per retry; set by the runner).
+ATTEMPT_LABEL = "bench.podium.dev/attempt"
 #: The webhook name of podium's shipped MutatingWebhookConfiguration (the apiserver's metric
 #: labels its latency with it).
 PODIUM_WEBHOOK = "pods.podium.dev"
@@ -92,6 +94,13 @@ class Arm:
 
     def stop(self) -> None:
         """After the run (also on failure)."""
+
+    def replay_started(self, ctx: RunContext, t0: float) -> None:
+        """When the replay's clock starts (``time.monotonic()`` = ``t0``), before the first job."""
+
+    def observations(self) -> dict[str, Any] | None:
+        """What the arm itself saw during the replay, kept in the run's record (``observed``)."""
+        return None
 
     def before_pods(self, ctx: RunContext, job: TraceJob, job_obj: Mapping[str, Any]) -> None:
         """After the job object is created, before its pods are."""
@@ -223,6 +232,13 @@ def podium_hold() -> Arm:
     )
 
 
+def kueue_tas() -> Arm:
+    """Kueue's Topology Aware Scheduling (`bench.placement.kueue`, which builds on this module)."""
+    from bench.placement.kueue import KueueTas  # noqa: PLC0415 (it imports this module)
+
+    return KueueTas()
+
+
 ARMS: dict[str, Callable[[], Arm]] = {
     "default": Arm,
     "self-affinity": SelfAffinity,
@@ -231,6 +247,7 @@ ARMS: dict[str, Callable[[], Arm]] = {
     "scheduler": SchedulerGang,
     "podium-scheduler": podium_scheduler,
     "podium-uncompressed": podium_uncompressed,
+    "kueue-tas": kueue_tas,
 }
 #: The arms `python -m bench placement` runs unless told otherwise (~100 minutes for three
 #: seeds); the others run with ``--arms`` and are merged into the same results.

@@ -84,13 +84,21 @@ def markdown(results: Mapping[str, Any]) -> str:
         bounds = sorted({le for r in hooked for le in r["metrics"]["webhook_buckets"]}, key=_bound)
         lines += [
             "",
-            "### The apiserver's webhook histogram (`pods.podium.dev`, CREATE): calls per bucket",
+            "### The apiserver's histogram of the arm's pod webhook (CREATE): calls per bucket",
             "",
             *table(
                 "arm | seed | calls | " + " | ".join(_bucket_label(b, bounds) for b in bounds),
                 (_histogram(r, bounds) for r in hooked),
             ),
         ]
+    queued = [r for r in _runs(results) if r["metrics"].get("queue_workloads")]
+    if queued:
+        lines += [
+            "",
+            "Kueue's own times (its Workloads, one per attempt, as the arm watched them):",
+            "",
+        ]
+        lines += [_queue_line(r) for r in queued]
     reasons = [r for r in _runs(results) if r["metrics"]["reasons"]]
     if reasons:
         lines += ["", "podium's decisions (first pod of each job, `podium.dev/reason`):", ""]
@@ -152,6 +160,17 @@ def _waiting(run: Mapping[str, Any]) -> str:
         m["held_at_end"],
         num(m["held_gpu_h"]),
         num(m["pending_gpu_h"]),
+    )
+
+
+def _queue_line(run: Mapping[str, Any]) -> str:
+    m = run["metrics"]
+    return (
+        f"* {run['arm']} seed {run['seed']}: {m['queue_workloads']} Workloads, "
+        f"{m['queue_admitted']} admitted; created → Admitted p50 / p95 "
+        f"{num(m['queue_admit_wait_p50_min'])} / {num(m['queue_admit_wait_p95_min'])} sim min; "
+        f"Admitted → last pod ungated p50 / p95 {num(m['queue_ungate_after_admit_p50_s'], 2)} / "
+        f"{num(m['queue_ungate_after_admit_p95_s'], 2)} s"
     )
 
 

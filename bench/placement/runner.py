@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement import analysis, trace
-from bench.placement.arms import JOB_NAME_LABEL, ZONE_LABEL, Arm, RunContext
+from bench.placement.arms import ATTEMPT_LABEL, JOB_NAME_LABEL, ZONE_LABEL, Arm, RunContext
 from bench.placement.trace import TraceJob
 from testbed.controlplane import (
     CRD_DIR,
@@ -65,8 +65,6 @@ TIMEOUT_SIM_MINUTES = 10.0
 #: Jobs being submitted, retried or finished at once (threads).
 WORKERS = 12
 CRDS = ("kubeflow.org_pytorchjobs.yaml", "cilium.io_ciliumnetworkpolicies.yaml")
-#: Which attempt of its job a pod belongs to (0 first, then one per retry).
-ATTEMPT_LABEL = "bench.podium.dev/attempt"
 
 
 def pytorchjob(job: TraceJob, namespace: str) -> dict[str, Any]:
@@ -180,31 +178,15 @@ class Attempt:
         }
 
 
-class PodWatch(threading.Thread):
-    """Watches the study namespace's pods and records, per pod, when it was first seen created,
-    bound (and the zone of its node), Running and deleted. Tells the runner through ``events``
-    when an attempt's first pod is bound (``("bound", job, attempt, t)``) and when all its pods
-    run (``("whole", job, attempt, t)``)."""
+class Watch(threading.Thread):
+    """Lists, then watches, the objects under ``path`` (a namespaced collection), handing each
+    event to `observe` with the time it was seen, in real seconds after ``t0``; a failure is kept
+    in ``error`` for the runner to report."""
 
-    def __init__(
-        self,
-        cluster: LocalCluster,
-        namespace: str,
-        jobs: Sequence[TraceJob],
-        node_zone: Mapping[str, str],
-        t0: float,
-    ) -> None:
-        super().__init__(name="pod-watch", daemon=True)
-        self.cluster, self.namespace, self.node_zone, self.t0 = cluster, namespace, node_zone, t0
-        self.jobs = {j.name: j for j in jobs}
-        self.index = {j.name: j.index for j in jobs}
+    def __init__(self, cluster: LocalCluster, path: str, t0: float, *, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.cluster, self.path, self.t0 = cluster, path, t0
         self.lock = threading.Lock()
-        self.pods: dict[str, list[Any]] = {}
-        self.running: dict[tuple[str, int], set[str]] = {}
-        self.bound: set[tuple[str, int]] = set()
-        self.whole: set[tuple[str, int]] = set()
-        self.reason: dict[str, str] = {}
-        self.events: queue.Queue[tuple[str, str, int, float]] = queue.Queue()
         self.stopping = threading.Event()
         self.error: BaseException | None = None
         self.resource_version = ""
@@ -212,11 +194,14 @@ class PodWatch(threading.Thread):
     def now(self) -> float:
         return time.monotonic() - self.t0
 
+    def observe(self, kind: str, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
     def run(self) -> None:
         try:
-            listed = self.cluster.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
-            for pod in listed["items"]:
-                self._observe("ADDED", pod)
+            listed = self.cluster.request("GET", self.path)
+            for obj in listed["items"]:
+                self.observe("ADDED", obj)
             self.resource_version = listed["metadata"]["resourceVersion"]
             while not self.stopping.is_set():
                 self._watch_once()
@@ -231,7 +216,7 @@ class PodWatch(threading.Thread):
             "127.0.0.1", cluster.apiserver_port, timeout=30, context=context
         )
         path = (
-            f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
+            f"{self.path}?watch=1&allowWatchBookmarks=true"
             f"&timeoutSeconds=5&resourceVersion={self.resource_version}"
         )
         try:
@@ -246,14 +231,41 @@ class PodWatch(threading.Thread):
                 event = json.loads(line)
                 obj = event.get("object") or {}
                 if event["type"] == "ERROR":
-                    raise RuntimeError(f"pod watch: {obj}")
+                    raise RuntimeError(f"watch {self.path}: {obj}")
                 self.resource_version = obj["metadata"]["resourceVersion"]
                 if event["type"] != "BOOKMARK":
-                    self._observe(event["type"], obj)
+                    self.observe(event["type"], obj)
         finally:
             connection.close()
 
-    def _observe(self, kind: str, pod: Mapping[str, Any]) -> None:
+
+class PodWatch(Watch):
+    """Watches the study namespace's pods and records, per pod, when it was first seen created,
+    bound (and the zone of its node), Running and deleted, the scheduling gates it was created
+    with and when it was first seen without them. Tells the runner through ``events`` when an
+    attempt's first pod is bound (``("bound", job, attempt, t)``) and when all its pods run
+    (``("whole", job, attempt, t)``)."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        namespace: str,
+        jobs: Sequence[TraceJob],
+        node_zone: Mapping[str, str],
+        t0: float,
+    ) -> None:
+        super().__init__(cluster, f"/api/v1/namespaces/{namespace}/pods", t0, name="pod-watch")
+        self.namespace, self.node_zone = namespace, node_zone
+        self.jobs = {j.name: j for j in jobs}
+        self.index = {j.name: j.index for j in jobs}
+        self.pods: dict[str, list[Any]] = {}
+        self.running: dict[tuple[str, int], set[str]] = {}
+        self.bound: set[tuple[str, int]] = set()
+        self.whole: set[tuple[str, int]] = set()
+        self.reason: dict[str, str] = {}
+        self.events: queue.Queue[tuple[str, str, int, float]] = queue.Queue()
+
+    def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
         job = labels.get(JOB_NAME_LABEL)
@@ -537,6 +549,7 @@ class Replay:
         self.t0 = time.monotonic()
         watch = PodWatch(cluster, self.ctx.namespace, self.jobs, node_zone, self.t0)
         watch.start()
+        arm.replay_started(self.ctx, self.t0)
         self.drive(watch, horizon)
         # Every finished job's pods are gone once the watch has seen them deleted.
         if self.finished:
@@ -592,6 +605,7 @@ class Replay:
                 ),
             },
             "errors": list(self.errors),
+            "observed": arm.observations(),
         }
 
 
