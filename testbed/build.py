@@ -3,9 +3,9 @@
     python -m testbed.build controlplane helm trainingoperator oracle ...
 
 Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
-kwok's default stages), ``helm``, the seven operators (`OPERATORS`) and the two Cilium verdict
-oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it built (a bin dir, a
-binary, an operator's dir); progress goes to stderr.
+kwok's default stages), ``helm``, the seven operators (`OPERATORS`), Kueue (`QUEUEING`) and the
+two Cilium verdict oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it
+built (a bin dir, a binary, an operator's dir); progress goes to stderr.
 
 Versions are pinned by the wrapper modules under ``testbed/modules/`` (their go.mod and go.sum):
 change them there. Everything goes to the cache (``${PODIUM_CACHE:-~/.cache/podium}``) under a
@@ -33,7 +33,7 @@ from testbed.gobuild.components import (
     build_oracle,
 )
 from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
-from testbed.gobuild.operators import OPERATORS, OperatorRecipe, build_operator
+from testbed.gobuild.operators import OPERATORS, QUEUEING, OperatorRecipe, build_operator
 
 __all__ = [
     "CONTROLPLANE_BINARIES",
@@ -42,6 +42,7 @@ __all__ = [
     "NAMES",
     "OPERATORS",
     "ORACLES",
+    "QUEUEING",
     "RECIPE",
     "BuildError",
     "GoMissing",
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 #: Every name the builder knows, in the order `main` builds them without arguments.
-NAMES: tuple[str, ...] = ("controlplane", "helm", *OPERATORS, *ORACLES)
+NAMES: tuple[str, ...] = ("controlplane", "helm", *OPERATORS, *QUEUEING, *ORACLES)
 
 
 def build(name: str) -> Path:
