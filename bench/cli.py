@@ -167,8 +167,8 @@ def placement(
     report_only: ReportOnlyOption = False,
 ) -> None:
     """What each way of placing a training job's pods does to a real scheduler under a seeded job
-    trace (the default: 6 arms × seeds 1, 2 and 3, ~90 minutes on 2 cores; kueue-tas with
-    --arms, once Kueue is built).
+    trace (the default: 7 arms × seeds 1, 2 and 3, ~100 minutes on 2 cores, after Kueue's
+    build: python -m testbed.build kueue).
 
     Each (arm, seed) runs on a fresh local control plane. Runs of other (arm, seed) pairs already
     in --out are kept when the trace is the same, so an arm can be added or re-run alone. Writes

@@ -512,3 +512,34 @@ def test_a_queueing_arms_own_times_come_from_its_workloads_and_the_pods_ungating
     assert m["queue_admit_wait_p50_min"] == pytest.approx(analysis.sim_minutes(2.5))
     assert m["queue_ungate_after_admit_p50_s"] == pytest.approx(1.0)
     assert "queue_workloads" not in analysis.metrics(_record([], [], end=1.0))
+
+
+class _Cluster:
+    """Answers the pod list; records every request."""
+
+    def __init__(self, pods: list[str]) -> None:
+        self.pods = pods
+        self.calls: list[tuple[str, str, Any, dict[str, Any]]] = []
+
+    def request(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
+        self.calls.append((method, path, body, options))
+        return {"items": [{"metadata": {"name": name}} for name in self.pods]}
+
+
+@pytest.mark.parametrize(("succeeded", "phase"), [(True, "Succeeded"), (False, "Failed")])
+def test_the_kueue_arm_ends_an_attempts_pods_as_a_kubelet_would(
+    succeeded: bool, phase: str
+) -> None:
+    cluster = _Cluster(["job-000-master-0-r1"])
+    ctx = arms.RunContext(cast(Any, cluster), "study", Path("."))
+    arms.ARMS["kueue-tas"]().ending(ctx, _job(), 1, succeeded=succeeded)
+    (_, _, _, listed), patch = cluster.calls
+    assert listed["query"] == {
+        "labelSelector": "training.kubeflow.org/job-name=job-000,bench.podium.dev/attempt=1"
+    }
+    assert patch[:3] == (
+        "PATCH",
+        "/api/v1/namespaces/study/pods/job-000-master-0-r1/status",
+        {"status": {"phase": phase}},
+    )
+    assert patch[3]["content_type"] == "application/merge-patch+json"

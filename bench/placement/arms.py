@@ -109,6 +109,10 @@ class Arm:
         """The pod the operator creates, as this arm wants it; returns it (may modify it)."""
         return pod
 
+    def ending(self, ctx: RunContext, job: TraceJob, attempt: int, *, succeeded: bool) -> None:
+        """Before the runner deletes an attempt's pods: it ran its course (``succeeded``) or
+        failed (timed out, split)."""
+
 
 class SelfAffinity(Arm):
     """The JobSet/Kyverno-style recipe: required podAffinity to the job's own pods on the zone
@@ -258,6 +262,7 @@ DEFAULT_ARMS = (
     "podium-hold",
     "scheduler",
     "podium-scheduler",
+    "kueue-tas",
 )
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.placement import trace
-from bench.placement.arms import ATTEMPT_LABEL, ZONE_LABEL, Arm, RunContext
+from bench.placement.arms import ATTEMPT_LABEL, JOB_NAME_LABEL, ZONE_LABEL, Arm, RunContext
 from bench.placement.runner import Watch
 from bench.placement.trace import TraceJob
 from testbed.controlplane import LocalCluster
@@ -101,6 +101,24 @@ class KueueTas(Arm):
         return kueue.pod_group(
             pod, group=group_name(job, pod), size=job.pods, queue=QUEUE, topology=ZONE_LABEL
         )
+
+    def ending(self, ctx: RunContext, job: TraceJob, attempt: int, *, succeeded: bool) -> None:
+        """The kubelet's part, which KWOK does not play: an attempt that ran its course has
+        Succeeded, one that failed has Failed, before its pods are deleted. Kueue counts a pod
+        group finished (and releases its quota) when its pods are terminated; a deleted pod that
+        stays Running keeps Kueue's finalizer and its quota."""
+        selector = f"{JOB_NAME_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}"
+        pods = ctx.cluster.request(
+            "GET", f"/api/v1/namespaces/{ctx.namespace}/pods", query={"labelSelector": selector}
+        )["items"]
+        phase = "Succeeded" if succeeded else "Failed"
+        for pod in pods:
+            ctx.cluster.request(
+                "PATCH",
+                f"/api/v1/namespaces/{ctx.namespace}/pods/{pod['metadata']['name']}/status",
+                {"status": {"phase": phase}},
+                content_type="application/merge-patch+json",
+            )
 
     def observations(self) -> dict[str, Any] | None:
         if self.watch is None:

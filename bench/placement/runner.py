@@ -449,13 +449,15 @@ class Replay:
     def retry(self, job: TraceJob, failed: int) -> None:
         """The operator restarts a failed gang: its pods deleted, new ones created."""
         try:
+            self.arm.ending(self.ctx, job, failed, succeeded=False)
             self._delete_pods(job, failed)
             self._create_pods(job, failed + 1)
         except Exception as error:
             self._error(f"retry {job.name}", error)
 
-    def finish(self, job: TraceJob) -> None:
+    def finish(self, job: TraceJob, number: int) -> None:
         try:
+            self.arm.ending(self.ctx, job, number, succeeded=True)
             self._delete_pods(job)
             self.ctx.cluster.request(
                 "DELETE",
@@ -508,7 +510,7 @@ class Replay:
             if kind == "finished":
                 with self.lock:
                     self.finished.add(name)
-                pool.submit(self.finish, job)
+                pool.submit(self.finish, job, number)
             else:
                 pool.submit(self.retry, job, number)
 
