@@ -22,6 +22,7 @@ allow, and its TopologyUngater removes the gates and pins each pod to the node T
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -47,6 +48,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+#: Where Kueue reads its metrics serving cert when its internal cert management is off.
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 #: Namespaces whose pods Kueue never manages (its shipped kustomization's pod webhook selector).
 UNMANAGED_NAMESPACES = ("kube-system", "kueue-system")
 
@@ -100,6 +103,14 @@ class Kueue(ConfigFileOperator):
             featureGates={"VisibilityOnDemand": False},
         )
         return config
+
+    def prepare(self) -> None:
+        """The serving cert, also where Kueue reads its metrics cert: with internal cert
+        management off it opens ``/etc/kueue/metrics/certs/tls.{crt,key}``, a path fixed in
+        ``cmd/kueue/main.go`` (no flag or setting), and exits without them."""
+        super().prepare()
+        assert self.certs is not None
+        self.certs.write(METRICS_CERT_DIR)
 
     def webhook_configurations(self) -> list[dict[str, Any]]:
         """The project's webhook manifests (``config/components/webhook/manifests.yaml``), cut to

@@ -68,7 +68,11 @@ def _pod(name: str, namespace: str) -> dict[str, Any]:
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {"name": "trainer", "image": "trainer:1", "resources": {"requests": gpus}}
+                {
+                    "name": "trainer",
+                    "image": "trainer:1",
+                    "resources": {"requests": gpus, "limits": gpus},
+                }
             ],
         },
     }
