@@ -45,7 +45,8 @@ unit: setup
 	$(BIN)/pytest -m "not e2e"
 
 ## The real training operators the e2e tests run beside podium (tests/e2e/operators,
-## docs/operators.md): all seven unless PODIUM_E2E_OPERATORS names fewer ("" for none).
+## docs/operators.md), and Kueue (tests/e2e/test_kueue.py): all unless PODIUM_E2E_OPERATORS names
+## fewer ("" for none).
 ## Built once from the Go module proxy into ~/.cache/podium (about 13 minutes cold on a quiet
 ## machine, two to three times that under load).
 PODIUM_E2E_OPERATORS ?= all
@@ -89,10 +90,12 @@ bench: setup
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python -m bench throughput
 
-## The placement study (docs/benchmarks/placement.md): default scheduler, self-affinity, podium
-## and the scheduler's gang placement on a local control plane, two seeds; ~25 minutes on 2 cores.
+## The placement study (docs/benchmarks/placement.md): default scheduler, self-affinity, podium's
+## pin and hold, the scheduler's gang placement (by hand and by podium) and Kueue TAS on a local
+## control plane, three seeds; ~100 minutes on 2 cores, after Kueue's build.
 bench-placement: setup controlplane
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(PYTHON) -m testbed.build kueue
 	$(BIN)/python -m bench placement
 
 clean:

@@ -130,7 +130,7 @@ def placement(
     ] = ",".join(arms.DEFAULT_ARMS),
     seeds: Annotated[
         str, typer.Option("--seeds", metavar="SEED,…", help="Comma-separated trace seeds.")
-    ] = "1,2",
+    ] = ",".join(map(str, study.DEFAULT_SEEDS)),
     jobs: Annotated[
         int, typer.Option("--jobs", metavar="N", help="Jobs in each seed's trace.")
     ] = trace.TraceSpec.jobs,
@@ -172,7 +172,8 @@ def placement(
     report_only: ReportOnlyOption = False,
 ) -> None:
     """What each way of placing a training job's pods does to a real scheduler under a seeded job
-    trace (the default: 4 arms × seeds 1 and 2, ~25 minutes on 2 cores).
+    trace (the default: 7 arms × seeds 1, 2 and 3, ~100 minutes on 2 cores, after Kueue's
+    build: python -m testbed.build kueue).
 
     Each (arm, seed) runs on a fresh local control plane. Runs of other (arm, seed) pairs already
     in --out are kept when the trace is the same, so an arm can be added or re-run alone. Writes

@@ -4,7 +4,7 @@
 
 Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
 kwok's default stages), ``helm``, ``promtool`` (Prometheus' rule checker, without service
-discovery), the seven operators (`OPERATORS`) and the two Cilium verdict
+discovery), the seven operators (`OPERATORS`), Kueue (`QUEUEING`) and the two Cilium verdict
 oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it built (a bin dir, a
 binary, an operator's dir); progress goes to stderr.
 
@@ -35,7 +35,7 @@ from testbed.gobuild.components import (
     build_promtool,
 )
 from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
-from testbed.gobuild.operators import OPERATORS, OperatorRecipe, build_operator
+from testbed.gobuild.operators import OPERATORS, QUEUEING, OperatorRecipe, build_operator
 
 __all__ = [
     "CONTROLPLANE_BINARIES",
@@ -44,6 +44,7 @@ __all__ = [
     "NAMES",
     "OPERATORS",
     "ORACLES",
+    "QUEUEING",
     "RECIPE",
     "BuildError",
     "GoMissing",
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 #: Every name the builder knows, in the order `main` builds them without arguments.
-NAMES: tuple[str, ...] = ("controlplane", "helm", "promtool", *OPERATORS, *ORACLES)
+NAMES: tuple[str, ...] = ("controlplane", "helm", "promtool", *OPERATORS, *QUEUEING, *ORACLES)
 
 
 def build(name: str) -> Path:

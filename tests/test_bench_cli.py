@@ -97,10 +97,10 @@ def test_the_placement_options_reach_the_study(calls: list[Any]) -> None:
     ]
 
 
-def test_placement_runs_the_default_arms_on_two_seeds(calls: list[Any]) -> None:
+def test_placement_runs_the_default_arms_on_three_seeds(calls: list[Any]) -> None:
     assert _invoke("placement").exit_code == 0
     [(_, (names, seeds), options)] = calls
-    assert (names, seeds) == (list(arms.DEFAULT_ARMS), [1, 2])
+    assert (names, seeds) == (list(arms.DEFAULT_ARMS), [1, 2, 3])
     assert options["spec"] == trace.TraceSpec()
     assert (options["out"], options["work"], options["quick"], options["fresh"]) == (
         cli.DOCS,

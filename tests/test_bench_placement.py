@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
-from bench.placement import analysis, arms, report, runner, study, trace
+from bench.placement import analysis, arms, kueue, report, runner, study, trace
 from webhook.core.settings import Settings, ZoneChooser
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
@@ -38,11 +38,14 @@ def test_the_committed_numbers_are_computed_from_the_committed_runs() -> None:
         assert run["metrics"] == analysis.metrics(records[(run["arm"], run["seed"])]), run["arm"]
 
 
-def test_the_committed_study_covers_every_arm_on_two_seeds_of_one_trace() -> None:
+def test_the_committed_study_runs_each_of_its_arms_on_the_same_seeds_of_one_trace() -> None:
     results = _results()
     seeds = {run["seed"] for run in results["runs"]}
     assert len(seeds) >= 2
-    for arm in arms.DEFAULT_ARMS:
+    assert set(results["arms"]) <= set(arms.ARMS)
+    # Round one's four default arms at least; the newer ones once the full study has run.
+    assert {"default", "self-affinity", "podium", "scheduler"} <= set(results["arms"])
+    for arm in results["arms"]:
         assert {r["seed"] for r in results["runs"] if r["arm"] == arm} == seeds
     spec = study.spec_of(results["params"])
     assert spec.jobs >= 150
@@ -210,6 +213,121 @@ def test_the_timeline_adds_up_to_the_metrics() -> None:
     assert max(series["zone:b"]) == 0
 
 
+def _gated(row: list[Any], gates: str | None, ungated: float | None) -> list[Any]:
+    return [*row, gates, ungated]
+
+
+def test_the_wait_is_broken_down_by_gang_size() -> None:
+    record = _record(
+        [
+            {"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 3.0, "finished")]},
+            {"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 5.0, "finished")]},
+            {"pods": 4, "gpus_per_pod": 1},
+        ],
+        [
+            *([[0, "a", 0.0, 1.0, 3.0, 8.0, None, 0]] * 2),
+            *([[1, "b", 0.0, 1.0, 5.0, 8.0, None, 0]] * 2),
+        ],
+        end=10.0,
+    )
+    by_size = analysis.metrics(record)["wait_by_size"]
+    assert by_size["2"] == {
+        "jobs": 2,
+        "whole": 2,
+        "p50_min": analysis.sim_minutes(3.0),
+        "p95_min": analysis.sim_minutes(5.0),
+    }
+    assert by_size["4"] == {"jobs": 1, "whole": 0, "p50_min": None, "p95_min": None}
+    assert set(by_size) == {str(n) for n in analysis.GANG_SIZES}
+
+
+def test_gated_demand_is_held_and_ungated_unbound_demand_is_pending() -> None:
+    # Job 0 (2 GPUs per pod): one pod gated 0 → 3, bound at 5; one gated until the end.
+    # Job 1 (1 GPU): never gated, created at 2, bound at 6. Job 2: gated, deleted at 4.
+    record = _record(
+        [
+            {"pods": 2, "gpus_per_pod": 2},
+            {"pods": 1, "gpus_per_pod": 1},
+            {"pods": 1, "gpus_per_pod": 1},
+        ],
+        [
+            _gated([0, "a", 0.0, 5.0, 5.5, None, None, 0], "podium.dev/hold", 3.0),
+            _gated([0, None, 0.0, None, None, None, None, 0], "podium.dev/hold", None),
+            _gated([1, "b", 2.0, 6.0, 6.5, None, None, 0], None, None),
+            _gated([2, None, 1.0, None, None, 4.0, None, 0], "kueue.x-k8s.io/admission", None),
+        ],
+        end=10.0,
+    )
+    m = analysis.metrics(record)
+    assert m["held_gpu_h"] == pytest.approx(analysis.sim_hours(2 * 3.0 + 2 * 10.0 + 1 * 3.0))
+    assert m["pending_gpu_h"] == pytest.approx(analysis.sim_hours(2 * 2.0 + 1 * 4.0))
+    assert m["held_at_end"] == 1
+
+
+def test_old_records_without_gates_count_nothing_held() -> None:
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 1}],
+        [[0, None, 1.0, None, None, None, None, 0]] * 2,
+        end=5.0,
+    )
+    m = analysis.metrics(record)
+    assert (m["held_gpu_h"], m["held_at_end"]) == (0.0, 0)
+    assert m["pending_gpu_h"] == pytest.approx(analysis.sim_hours(8.0))
+
+
+def test_room_to_last_bind_counts_from_when_some_zone_had_room_for_the_whole_gang() -> None:
+    # Zones a and b of 5 GPUs. Job 0 holds 4 in a (0 → 10), job 1 holds 4 in b (0 → 6): neither
+    # zone has room for job 2 (4 GPUs, created at 1) until b frees at 6; its last pod binds at 9.
+    # Job 3 (2 GPUs, created at 11) finds room at once: it did not wait.
+    record = _record(
+        [
+            {"pods": 2, "gpus_per_pod": 2, "attempts": [_attempt(0, 0.5, "finished")]},
+            {"pods": 2, "gpus_per_pod": 2, "attempts": [_attempt(0, 0.5, "finished")]},
+            {"pods": 2, "gpus_per_pod": 2, "attempts": [_attempt(0, 9.5, "finished")]},
+            {"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 12.5, "finished")]},
+        ],
+        [
+            *([[0, "a", 0.0, 0.0, 0.5, 10.0, None, 0]] * 2),
+            *([[1, "b", 0.0, 0.0, 0.5, 6.0, None, 0]] * 2),
+            [2, "b", 1.0, 8.0, 8.5, None, None, 0],
+            [2, "b", 1.0, 9.0, 9.5, None, None, 0],
+            *([[3, "a", 11.0, 12.0, 12.5, None, None, 0]] * 2),
+        ],
+        end=20.0,
+    )
+    record["jobs"][2]["attempts"][0]["created_s"] = 1.0
+    record["jobs"][3]["attempts"][0]["created_s"] = 11.0
+    views = analysis.job_views(record)
+    assert analysis.room_to_last_bind(record, views) == [pytest.approx(3.0)]
+    m = analysis.metrics(record)
+    assert m["room_waited"] == 1
+    assert m["room_to_bind_p50_min"] == pytest.approx(analysis.sim_minutes(3.0))
+
+
+def test_room_taken_again_before_the_gang_binds_restarts_the_clock() -> None:
+    # Zone a (5 GPUs): job 0 holds 4 until 2; job 1 (waiting since 0) takes them from 3 to 6;
+    # job 2 (waiting since 0 too) binds at 8 — room appeared for it at 2, was taken at 3 and
+    # appeared again, for the last time, at 6.
+    record = _record(
+        [
+            {"pods": 1, "gpus_per_pod": 4, "attempts": [_attempt(0, 0.5, "finished")]},
+            {"pods": 1, "gpus_per_pod": 4, "attempts": [_attempt(0, 3.5, "finished")]},
+            {"pods": 1, "gpus_per_pod": 4, "attempts": [_attempt(0, 8.5, "finished")]},
+        ],
+        [
+            [0, "a", 0.0, 0.0, 0.5, 2.0, None, 0],
+            [1, "a", 0.0, 3.0, 3.5, 6.0, None, 0],
+            [2, "a", 0.0, 8.0, 8.5, None, None, 0],
+        ],
+        end=10.0,
+    )
+    record["zones"] = {"a": 5}
+    for job in record["jobs"]:
+        job["attempts"][0]["created_s"] = 0.0
+    lags = analysis.room_to_last_bind(record, analysis.job_views(record))
+    assert lags == [pytest.approx(1.0), pytest.approx(2.0)]
+
+
 def test_histogram_quantile_interpolates_as_prometheus_does() -> None:
     buckets = {"0.005": 50.0, "0.025": 90.0, "0.1": 100.0, "+Inf": 100.0}
     assert analysis.histogram_quantile(0.5, buckets) == pytest.approx(0.005)
@@ -302,19 +420,126 @@ def test_each_arm_changes_only_what_it_says() -> None:
 
 
 def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
-    """The study's podium.yaml texts are read by podium's own settings (a renamed key fails)."""
-    configs = {
-        name: arms.ARMS[name]().config  # type: ignore[attr-defined]
-        for name in ("podium", "podium-scheduler", "podium-uncompressed")
-    }
+    """The study's podium.yaml texts are read by podium's own settings (a renamed key fails).
+    Modes are named by value (``pin``, ``hold``), so the arms stay what they are whatever podium's
+    default mode and enum names."""
+    names = ("podium", "podium-hold", "podium-scheduler", "podium-uncompressed")
+    built = {name: arms.ARMS[name]() for name in names}
     parsed = {
-        name: Settings.from_mapping(yaml.safe_load(text) if text else {})
-        for name, text in configs.items()
+        name: Settings.from_mapping(yaml.safe_load(arm.config))  # type: ignore[attr-defined]
+        for name, arm in built.items()
     }
-    assert parsed["podium"].zone_chooser == ZoneChooser.PIN
-    assert parsed["podium-scheduler"].zone_chooser == ZoneChooser.SCHEDULER
-    # podium's reservation window is a span of job time: compressed like the trace.
+    assert parsed["podium"].zone_chooser == ZoneChooser("pin")
+    assert parsed["podium-hold"].zone_chooser == ZoneChooser("hold")
+    assert parsed["podium-scheduler"].zone_chooser == ZoneChooser("scheduler")
+    # podium's reservation window and hold timeout are spans of job time: compressed like the
+    # trace.
     compressed = 600 / (60 * trace.SIM_MINUTES_PER_SECOND)
-    assert parsed["podium"].reservation_seconds == compressed
-    assert parsed["podium-scheduler"].reservation_seconds == compressed
-    assert parsed["podium-uncompressed"] == Settings(zone_chooser=ZoneChooser.PIN)
+    for name in ("podium", "podium-hold", "podium-scheduler"):
+        assert parsed[name].reservation_seconds == compressed, name
+    assert parsed["podium-hold"].hold_timeout_seconds == 1800 / (60 * trace.SIM_MINUTES_PER_SECOND)
+    assert parsed["podium-uncompressed"] == Settings.from_mapping({"zone-chooser": "pin"})
+    # Only the hold (of podium's modes) and Kueue run where kube-scheduler has no gang gates:
+    # they are the alternatives for such clusters.
+    assert {name for name, arm in built.items() if not arm.gang_gates} == {"podium-hold"}
+    ungated = [name for name in arms.ARMS if not arms.ARMS[name]().gang_gates]
+    assert ungated == ["podium-hold", "kueue-tas"]
+
+
+def test_the_kueue_arm_makes_each_attempt_a_plain_pod_group_required_in_one_zone() -> None:
+    arm = arms.ARMS["kueue-tas"]()
+    assert (arm.name, arm.gang_gates, arm.webhook) == ("kueue-tas", False, "mpod.kb.io")
+    job_obj = _job_obj()
+    first = arm.pod(_job(), runner.operator_pods(_job(), job_obj)[1])
+    retry = arm.pod(_job(), runner.operator_pods(_job(), job_obj, 2)[1])
+    assert {k: v for k, v in first["metadata"]["labels"].items() if k.startswith("kueue")} == {
+        "kueue.x-k8s.io/pod-group-name": "job-000-0",
+        "kueue.x-k8s.io/queue-name": kueue.QUEUE,
+    }
+    assert first["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/pod-group-total-count": "4",
+        "kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/zone",
+    }
+    assert retry["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "job-000-2"
+    # Nothing else changes: no gate, no selector (Kueue's webhook adds the gates).
+    plain = runner.operator_pods(_job(), job_obj)[1]
+    assert first["spec"] == plain["spec"]
+
+
+def test_the_workload_watch_keeps_when_each_condition_was_first_seen_true() -> None:
+    watch = kueue.WorkloadWatch(cast(Any, None), "study", t0=0.0)
+    times = iter([1.0, 2.0, 3.0, 4.0])
+    watch.now = lambda: next(times)  # type: ignore[method-assign]
+
+    def workload(*conditions: tuple[str, str]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "job-000-0"},
+            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]},
+        }
+
+    watch.observe("ADDED", workload())
+    watch.observe("MODIFIED", workload(("QuotaReserved", "True"), ("Admitted", "False")))
+    watch.observe("MODIFIED", workload(("QuotaReserved", "True"), ("Admitted", "True")))
+    watch.observe("DELETED", workload())
+    assert watch.rows() == [
+        {
+            "name": "job-000-0",
+            "created_s": 1.0,
+            "QuotaReserved_s": 2.0,
+            "Admitted_s": 3.0,
+            "deleted_s": 4.0,
+        }
+    ]
+
+
+def test_a_queueing_arms_own_times_come_from_its_workloads_and_the_pods_ungating() -> None:
+    record = _record(
+        [{"pods": 2, "gpus_per_pod": 1, "attempts": [_attempt(0, 6.0, "finished")]}],
+        [
+            _gated([0, "a", 1.0, 5.0, 5.5, None, None, 0], "kueue.x-k8s.io/admission", 4.5),
+            _gated([0, "a", 1.0, 5.5, 6.0, None, None, 0], "kueue.x-k8s.io/admission", 5.0),
+        ],
+        end=10.0,
+    )
+    record["observed"] = {
+        "workloads": [
+            {"name": "j0-0", "created_s": 1.5, "QuotaReserved_s": 4.0, "Admitted_s": 4.0},
+            {"name": "j9-0", "created_s": 2.0},
+        ]
+    }
+    m = analysis.metrics(record)
+    assert (m["queue_workloads"], m["queue_admitted"]) == (2, 1)
+    assert m["queue_admit_wait_p50_min"] == pytest.approx(analysis.sim_minutes(2.5))
+    assert m["queue_ungate_after_admit_p50_s"] == pytest.approx(1.0)
+    assert "queue_workloads" not in analysis.metrics(_record([], [], end=1.0))
+
+
+class _Cluster:
+    """Answers the pod list; records every request."""
+
+    def __init__(self, pods: list[str]) -> None:
+        self.pods = pods
+        self.calls: list[tuple[str, str, Any, dict[str, Any]]] = []
+
+    def request(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
+        self.calls.append((method, path, body, options))
+        return {"items": [{"metadata": {"name": name}} for name in self.pods]}
+
+
+@pytest.mark.parametrize(("succeeded", "phase"), [(True, "Succeeded"), (False, "Failed")])
+def test_the_kueue_arm_ends_an_attempts_pods_as_a_kubelet_would(
+    succeeded: bool, phase: str
+) -> None:
+    cluster = _Cluster(["job-000-master-0-r1"])
+    ctx = arms.RunContext(cast(Any, cluster), "study", Path("."))
+    arms.ARMS["kueue-tas"]().ending(ctx, _job(), 1, succeeded=succeeded)
+    (_, _, _, listed), patch = cluster.calls
+    assert listed["query"] == {
+        "labelSelector": "training.kubeflow.org/job-name=job-000,bench.podium.dev/attempt=1"
+    }
+    assert patch[:3] == (
+        "PATCH",
+        "/api/v1/namespaces/study/pods/job-000-master-0-r1/status",
+        {"status": {"phase": phase}},
+    )
+    assert patch[3]["content_type"] == "application/merge-patch+json"

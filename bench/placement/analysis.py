@@ -13,11 +13,14 @@ A run record (`runner.Replay.run` writes it) is JSON::
                "attempts": [{"attempt", "created_s", "first_bound_s", "whole_s", "zones",
                              "ended_s", "outcome": "finished" | "timeout" | "split" | null}]}],
      "pods": [[job index, zone or null, created_s, bound_s, running_s, deleted_s,
-               scheduling group or null, attempt]],
+               scheduling group or null, attempt, gates or null, ungated_s]],
      "scrapes": {"webhook": {"buckets": {le: count}, "sum": s, "count": n} | null,
                  "scheduler": {"scheduled": n, "unschedulable": n, "error": n}}}
 
 All times are real seconds after the run started; ``null`` means "never, before the run ended".
+``gates`` are the scheduling gates the pod was created with (its names joined by commas: podium's
+hold, Kueue's admission and topology gates), ``ungated_s`` when it was first seen without any;
+records made before the study watched gates have 8 fields per pod and count as never gated.
 
 An *attempt* is one try at running a job's gang (its pods, created anew after a failure). GPUs a
 pod holds count as **useful** from the moment its attempt ran whole in one zone, and as
@@ -27,6 +30,7 @@ attempt whose pods were bound in more than one zone (under zone isolation it nev
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import defaultdict
@@ -40,7 +44,14 @@ from bench.placement.trace import SIM_MINUTES_PER_SECOND
 STUCK_SIM_MINUTES = 5.0
 
 # Positions in a pod row of the record.
-JOB, ZONE, CREATED, BOUND, RUNNING, DELETED, GROUP, ATTEMPT = range(8)
+JOB, ZONE, CREATED, BOUND, RUNNING, DELETED, GROUP, ATTEMPT, GATES, UNGATED = range(10)
+#: The gang sizes the wait is broken down by (the trace's sizes).
+GANG_SIZES = (2, 4, 8, 16, 32)
+
+
+def field(pod: Sequence[Any], position: int) -> Any:
+    """A pod row's field; None where an older record has no such field."""
+    return pod[position] if position < len(pod) else None
 
 
 def sim_minutes(real_s: float) -> float:
@@ -263,7 +274,191 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
         ),
     }
     out.update(_component_metrics(record, end))
+    out.update(_waiting_metrics(record, views, end))
+    out.update(queue_metrics(record, views))
     return out
+
+
+def queue_metrics(record: Mapping[str, Any], views: Sequence[JobView]) -> dict[str, Any]:
+    """A queueing arm's own times, from the Workloads it watched (``observed.workloads``, one per
+    attempt, named ``<job>-<attempt>``): how many it admitted, the wait from the Workload's
+    creation (its group complete) to ``Admitted`` in simulated minutes, and from ``Admitted`` to
+    the last of its pods seen ungated, in real seconds. Empty for the other arms."""
+    workloads = ((record.get("observed") or {}).get("workloads")) or []
+    if not workloads:
+        return {}
+    attempts = {f"{v.job['name']}-{a.attempt['attempt']}": a for v in views for a in v.attempts}
+    admitted = [w for w in workloads if w.get("Admitted_s") is not None]
+    ungated = []
+    for workload in admitted:
+        attempt = attempts.get(workload["name"])
+        times = [field(p, UNGATED) for p in attempt.pods] if attempt else []
+        if times and all(t is not None for t in times):
+            ungated.append(max(times) - float(workload["Admitted_s"]))
+    waits = [sim_minutes(float(w["Admitted_s"]) - float(w["created_s"])) for w in admitted]
+    return {
+        "queue_workloads": len(workloads),
+        "queue_admitted": len(admitted),
+        "queue_admit_wait_p50_min": percentile(waits, 50),
+        "queue_admit_wait_p95_min": percentile(waits, 95),
+        "queue_ungate_after_admit_p50_s": percentile(ungated, 50),
+        "queue_ungate_after_admit_p95_s": percentile(ungated, 95),
+    }
+
+
+def _waiting_metrics(
+    record: Mapping[str, Any], views: Sequence[JobView], end: float
+) -> dict[str, Any]:
+    """How the wait splits by gang size, how soon a gang that waited for room got it, and where
+    the waiting demand sat: gated (invisible to an autoscaler) or pending (visible)."""
+    lags = room_to_last_bind(record, views)
+    held, pending = held_and_pending_gpu_s(record, end)
+    return {
+        "wait_by_size": wait_by_size(views),
+        "room_waited": len(lags),
+        "room_to_bind_p50_min": _sim(percentile(lags, 50)),
+        "room_to_bind_p95_min": _sim(percentile(lags, 95)),
+        "held_at_end": held_at_end(views),
+        "held_gpu_h": sim_hours(held),
+        "pending_gpu_h": sim_hours(pending),
+    }
+
+
+def _sim(real_s: float | None) -> float | None:
+    return None if real_s is None else sim_minutes(real_s)
+
+
+def wait_by_size(views: Sequence[JobView]) -> dict[str, dict[str, Any]]:
+    """Per gang size of the trace: jobs, how many ran whole in one zone, their wait p50/p95
+    (simulated minutes, as ``wait_p50_min``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for size in GANG_SIZES:
+        of_size = [v for v in views if int(v.job["pods"]) == size]
+        waits = [
+            sim_minutes(float(v.whole_in_one_zone_s) - float(v.job["arrival_s"]))
+            for v in of_size
+            if v.whole_in_one_zone_s is not None
+        ]
+        out[str(size)] = {
+            "jobs": len(of_size),
+            "whole": len(waits),
+            "p50_min": percentile(waits, 50),
+            "p95_min": percentile(waits, 95),
+        }
+    return out
+
+
+def held_at_end(views: Sequence[JobView]) -> int:
+    """Jobs with a pod still gated (created with a scheduling gate, never seen without one, not
+    deleted) when the run ended."""
+    return sum(
+        1
+        for v in views
+        if any(
+            field(p, GATES) and field(p, UNGATED) is None and p[DELETED] is None
+            for a in v.attempts
+            for p in a.pods
+        )
+    )
+
+
+def held_and_pending_gpu_s(record: Mapping[str, Any], end: float) -> tuple[float, float]:
+    """GPU-seconds of demand not yet bound, split by whether an autoscaler could see it: *held*
+    while the pod carried a scheduling gate (created → ungated, deleted or the end: Cluster
+    Autoscaler and Karpenter skip gated pods), *pending* while it was ungated and unbound
+    (created or ungated → bound, deleted or the end)."""
+    gpus = [int(job["gpus_per_pod"]) for job in record["jobs"]]
+    held = pending = 0.0
+    for pod in record["pods"]:
+        created = float(pod[CREATED])
+        if created >= end:
+            continue
+        stop = min(_first(pod[BOUND], pod[DELETED], end), end)
+        visible_from = created
+        if field(pod, GATES):
+            ungated = field(pod, UNGATED)
+            visible_from = min(_first(ungated, pod[DELETED], end), stop)
+            held += (visible_from - created) * gpus[int(pod[JOB])]
+        pending += max(0.0, stop - visible_from) * gpus[int(pod[JOB])]
+    return held, pending
+
+
+def _first(*times: float | None) -> float:
+    """The earliest of the times that are set (the last one always is)."""
+    return min(float(t) for t in times if t is not None)
+
+
+@dataclass(frozen=True)
+class _Occupancy:
+    """GPUs bound per zone over a run, as a step function: ``free[zone][i]`` holds on
+    [``times[i]``, ``times[i + 1]``)."""
+
+    times: list[float]
+    free: dict[str, list[float]]
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any], end: float) -> _Occupancy:
+        gpus = [int(job["gpus_per_pod"]) for job in record["jobs"]]
+        steps: dict[float, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for pod in record["pods"]:
+            start, stop = _held(pod, end)
+            if start >= end or pod[ZONE] not in record["zones"]:
+                continue
+            steps[start][pod[ZONE]] += gpus[int(pod[JOB])]
+            steps[min(stop, end)][pod[ZONE]] -= gpus[int(pod[JOB])]
+        times = sorted(steps)
+        free: dict[str, list[float]] = {zone: [] for zone in record["zones"]}
+        level = {zone: float(cap) for zone, cap in record["zones"].items()}
+        for t in times:
+            for zone, change in steps[t].items():
+                level[zone] -= change
+            for zone, series in free.items():
+                series.append(level[zone])
+        return cls(times, free)
+
+
+def room_to_last_bind(record: Mapping[str, Any], views: Sequence[JobView]) -> list[float]:
+    """For each attempt that ran whole in one zone after waiting for room, the real seconds from
+    the moment room for it appeared to its last pod's bind.
+
+    *Room* is counted in GPUs per zone from the raw record: a zone's GPUs minus those held by
+    bound pods of other attempts (bound → deleted), the attempt's own pods left out. An attempt
+    *waited for room* when no zone had room for its whole demand at some instant between its
+    creation and its last bind; *room appeared* at the end of the last such instant, and room
+    held in at least one zone (not necessarily the one it went to) from then until the last bind.
+    Per zone, not per node: a gang that also waited for room on single nodes is counted from
+    when its zone had enough GPUs in all, so this is the reaction lag plus any such wait."""
+    occupancy = _Occupancy.of(record, float(record["end_s"]))
+    lags = []
+    for attempt in (a for v in views for a in v.attempts if a.whole_in_one_zone):
+        binds = [float(p[BOUND]) for p in attempt.pods if p[BOUND] is not None]
+        if not binds:
+            continue
+        room = _room_since(occupancy, attempt, max(binds))
+        if room is not None:
+            lags.append(max(binds) - room)
+    return lags
+
+
+def _room_since(occupancy: _Occupancy, attempt: AttemptView, last_bind: float) -> float | None:
+    """When room for ``attempt`` last appeared before ``last_bind``; None if there was room all
+    along since its creation."""
+    demand = int(attempt.job["pods"]) * attempt.gpus_per_pod
+    created = float(attempt.attempt["created_s"])
+    times = occupancy.times
+    i = bisect.bisect_left(times, last_bind) - 1
+    while i >= 0:
+        own: dict[str, float] = defaultdict(float)
+        for pod in attempt.pods:
+            start, stop = _held(pod, attempt.end_s)
+            if start <= times[i] < stop:
+                own[pod[ZONE]] += attempt.gpus_per_pod
+        if not any(free[i] + own[z] >= demand for z, free in occupancy.free.items()):
+            return times[i + 1]
+        if times[i] <= created:
+            return None
+        i -= 1
+    return None
 
 
 def _count(values: Iterable[str]) -> dict[str, int]:
@@ -278,6 +473,8 @@ def _component_metrics(record: Mapping[str, Any], end: float) -> dict[str, Any]:
     hook = scrapes.get("webhook")
     out: dict[str, Any] = {"webhook_calls": 0, "webhook_p50_ms": None, "webhook_p99_ms": None}
     out["webhook_mean_ms"] = None
+    # The apiserver's own histogram of the webhook's latency, cumulative counts by bucket bound.
+    out["webhook_buckets"] = dict(hook["buckets"]) if hook and hook.get("count") else None
     if hook and hook.get("count"):
         p50 = histogram_quantile(0.5, hook["buckets"])
         p99 = histogram_quantile(0.99, hook["buckets"])

@@ -8,15 +8,19 @@ finishes — is the runner's and identical for every arm.
 
 * ``default`` — kube-scheduler alone;
 * ``self-affinity`` — each pod requires podAffinity to its own job's pods on the zone key;
-* ``podium`` — ``podium serve`` in today's mode: podium picks the zone and pins it (its
-  reservation window compressed like the trace);
+* ``podium`` — ``podium serve`` pinning at admission (``zone-chooser: pin``): podium picks the
+  zone and pins it (its reservation window compressed like the trace);
+* ``podium-hold`` — ``podium serve`` holding each gang behind its scheduling gate until one zone
+  has room for all of it (``zone-chooser: hold``), on a cluster *without* the scheduler's gang
+  gates (`Arm.gang_gates`): the mode meant for clusters that lack them;
 * ``podium-uncompressed`` — the same with every setting at its default (not a default arm);
 * ``scheduler`` — kube-scheduler's PodGroup gang + topology placement, with the *harness*
   creating the PodGroup and setting ``spec.schedulingGroup.podGroupName``, as podium's scheduler
   mode will at admission;
 * ``podium-scheduler`` — ``podium serve`` in that scheduler mode (``zone-chooser: scheduler``,
   `PODIUM_SCHEDULER_CONFIG`): podium makes the PodGroup and sets the pods' scheduling group at
-  admission (not a default arm: ``--arms podium-scheduler``).
+  admission;
+* ``kueue-tas`` — Kueue's Topology Aware Scheduling on plain-pod groups (`bench.placement.kueue`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from testbed.podium import Podium
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+#: Which attempt of its job a pod belongs to (0 first, then one per retry; set by the runner).
+ATTEMPT_LABEL = "bench.podium.dev/attempt"
 #: The webhook name of podium's shipped MutatingWebhookConfiguration (the apiserver's metric
 #: labels its latency with it).
 PODIUM_WEBHOOK = "pods.podium.dev"
@@ -39,6 +45,9 @@ PODIUM_WEBHOOK = "pods.podium.dev"
 #: The ``podium serve --config`` YAML that turns on podium's scheduler placement mode (podium
 #: creates the PodGroup and sets ``spec.schedulingGroup``; kube-scheduler picks the zone).
 PODIUM_SCHEDULER_CONFIG: str | None = "zone-chooser: scheduler\n"
+#: podium's immediate pin, named explicitly (``pin``, also read as its older name ``podium``), so
+#: the arm stays what it is whatever podium's default mode.
+PODIUM_PIN_CONFIG = "zone-chooser: pin\n"
 
 #: podium's one setting that is a span of *job* time, compressed like the trace: a decided gang's
 #: demand that its pods have not yet bound, finished or left counts as taken for at most
@@ -49,9 +58,16 @@ PODIUM_RESERVATION_SIM_SECONDS = 600.0
 PODIUM_STUDY_CONFIG = (
     f"reservation-seconds: {PODIUM_RESERVATION_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
 )
-#: The ``podium`` arms measure the pin at admission (``zone-chooser: pin``), which the study's
-#: published figures are of; podium's default became ``hold`` after them.
-PODIUM_PIN_CONFIG = "zone-chooser: pin\n"
+#: The hold's other span of job time, compressed the same way: a held gang that still fits no zone
+#: after ``hold-timeout-seconds`` (default 1800 s, 30 minutes) is released pinned to the roomiest
+#: zone — 30 simulated minutes are 30 real seconds here. The releaser's period
+#: (``release-interval-seconds``, 2 s) is not compressed: it cannot be (2 simulated seconds), and
+#: it is the lag a user gets; the study's room → last bind metric shows what it costs.
+PODIUM_HOLD_TIMEOUT_SIM_SECONDS = 1800.0
+PODIUM_HOLD_CONFIG = (
+    "zone-chooser: hold\n"
+    f"hold-timeout-seconds: {PODIUM_HOLD_TIMEOUT_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
+)
 
 
 @dataclass
@@ -69,6 +85,9 @@ class Arm:
     namespace_labels: Mapping[str, str] = {}
     #: The webhook whose admission latency the apiserver reports, if the arm has one.
     webhook: str | None = None
+    #: Whether the cluster runs with kube-scheduler's gang gates (GenericWorkload,
+    #: TopologyAwareWorkloadScheduling) on: every arm but the ones made for clusters without them.
+    gang_gates: bool = True
 
     def start(self, ctx: RunContext) -> None:
         """Once per run, after the cluster is up and before the first job."""
@@ -76,12 +95,23 @@ class Arm:
     def stop(self) -> None:
         """After the run (also on failure)."""
 
+    def replay_started(self, ctx: RunContext, t0: float) -> None:
+        """When the replay's clock starts (``time.monotonic()`` = ``t0``), before the first job."""
+
+    def observations(self) -> dict[str, Any] | None:
+        """What the arm itself saw during the replay, kept in the run's record (``observed``)."""
+        return None
+
     def before_pods(self, ctx: RunContext, job: TraceJob, job_obj: Mapping[str, Any]) -> None:
         """After the job object is created, before its pods are."""
 
     def pod(self, job: TraceJob, pod: dict[str, Any]) -> dict[str, Any]:
         """The pod the operator creates, as this arm wants it; returns it (may modify it)."""
         return pod
+
+    def ending(self, ctx: RunContext, job: TraceJob, attempt: int, *, succeeded: bool) -> None:
+        """Before the runner deletes an attempt's pods: it ran its course (``succeeded``) or
+        failed (timed out, split)."""
 
 
 class SelfAffinity(Arm):
@@ -159,10 +189,15 @@ class PodiumArm(Arm):
     webhook: str | None = PODIUM_WEBHOOK
 
     def __init__(
-        self, name: str = "podium", config: str | None = PODIUM_STUDY_CONFIG + PODIUM_PIN_CONFIG
+        self,
+        name: str = "podium",
+        config: str | None = PODIUM_STUDY_CONFIG + PODIUM_PIN_CONFIG,
+        *,
+        gang_gates: bool = True,
     ) -> None:
         self.name = name
         self.config = config
+        self.gang_gates = gang_gates
         self.server: Podium | None = None
 
     def start(self, ctx: RunContext) -> None:
@@ -188,21 +223,47 @@ def podium_scheduler() -> Arm:
 
 
 def podium_uncompressed() -> Arm:
-    """podium's pin with its other defaults: its 600 s reservation window left in real seconds."""
+    """podium's pin with all other settings at their defaults: its 600 s reservation window left
+    in real seconds."""
     return PodiumArm(name="podium-uncompressed", config=PODIUM_PIN_CONFIG)
+
+
+def podium_hold() -> Arm:
+    """podium's hold on a cluster without the scheduler's gang gates: nothing but podium keeps a
+    gang from binding partially."""
+    return PodiumArm(
+        name="podium-hold", config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG, gang_gates=False
+    )
+
+
+def kueue_tas() -> Arm:
+    """Kueue's Topology Aware Scheduling (`bench.placement.kueue`, which builds on this module)."""
+    from bench.placement.kueue import KueueTas  # noqa: PLC0415 (it imports this module)
+
+    return KueueTas()
 
 
 ARMS: dict[str, Callable[[], Arm]] = {
     "default": Arm,
     "self-affinity": SelfAffinity,
     "podium": PodiumArm,
+    "podium-hold": podium_hold,
     "scheduler": SchedulerGang,
     "podium-scheduler": podium_scheduler,
     "podium-uncompressed": podium_uncompressed,
+    "kueue-tas": kueue_tas,
 }
-#: The arms `python -m bench placement` runs unless told otherwise (~25 minutes for two seeds);
-#: the others run with ``--arms`` and are merged into the same results.
-DEFAULT_ARMS = ("default", "self-affinity", "podium", "scheduler")
+#: The arms `python -m bench placement` runs unless told otherwise (~100 minutes for three
+#: seeds); the others run with ``--arms`` and are merged into the same results.
+DEFAULT_ARMS = (
+    "default",
+    "self-affinity",
+    "podium",
+    "podium-hold",
+    "scheduler",
+    "podium-scheduler",
+    "kueue-tas",
+)
 
 
 def ensure_namespace(cluster: LocalCluster, name: str) -> None:

@@ -67,6 +67,38 @@ def markdown(results: Mapping[str, Any]) -> str:
             map(_costs, _runs(results)),
         ),
     ]
+    lines += [
+        "",
+        "### Waiting: by gang size, for room, and where an autoscaler could see it",
+        "",
+        *table(
+            "arm | seed | "
+            + " | ".join(f"wait p50 / p95, {n} pods" for n in analysis.GANG_SIZES)
+            + " | room → last bind p50 / p95 (gangs) | held at end | held GPU-h (gated) "
+            "| pending GPU-h (visible)",
+            map(_waiting, _runs(results)),
+        ),
+    ]
+    hooked = [r for r in _runs(results) if r["metrics"].get("webhook_buckets")]
+    if hooked:
+        bounds = sorted({le for r in hooked for le in r["metrics"]["webhook_buckets"]}, key=_bound)
+        lines += [
+            "",
+            "### The apiserver's histogram of the arm's pod webhook (CREATE): calls per bucket",
+            "",
+            *table(
+                "arm | seed | calls | " + " | ".join(_bucket_label(b, bounds) for b in bounds),
+                (_histogram(r, bounds) for r in hooked),
+            ),
+        ]
+    queued = [r for r in _runs(results) if r["metrics"].get("queue_workloads")]
+    if queued:
+        lines += [
+            "",
+            "Kueue's own times (its Workloads, one per attempt, as the arm watched them):",
+            "",
+        ]
+        lines += [_queue_line(r) for r in queued]
     reasons = [r for r in _runs(results) if r["metrics"]["reasons"]]
     if reasons:
         lines += ["", "podium's decisions (first pod of each job, `podium.dev/reason`):", ""]
@@ -115,6 +147,57 @@ def _costs(run: Mapping[str, Any]) -> str:
         f"{m['run_min']:.0f}",
         run["errors"],
     )
+
+
+def _waiting(run: Mapping[str, Any]) -> str:
+    m = run["metrics"]
+    sizes = [m["wait_by_size"].get(str(n)) or {} for n in analysis.GANG_SIZES]
+    return row(
+        run["arm"],
+        run["seed"],
+        *(f"{num(w.get('p50_min'))} / {num(w.get('p95_min'))}" for w in sizes),
+        f"{num(m['room_to_bind_p50_min'])} / {num(m['room_to_bind_p95_min'])} ({m['room_waited']})",
+        m["held_at_end"],
+        num(m["held_gpu_h"]),
+        num(m["pending_gpu_h"]),
+    )
+
+
+def _queue_line(run: Mapping[str, Any]) -> str:
+    m = run["metrics"]
+    return (
+        f"* {run['arm']} seed {run['seed']}: {m['queue_workloads']} Workloads, "
+        f"{m['queue_admitted']} admitted; created → Admitted p50 / p95 "
+        f"{num(m['queue_admit_wait_p50_min'])} / {num(m['queue_admit_wait_p95_min'])} sim min; "
+        f"Admitted → last pod ungated p50 / p95 {num(m['queue_ungate_after_admit_p50_s'], 2)} / "
+        f"{num(m['queue_ungate_after_admit_p95_s'], 2)} s"
+    )
+
+
+def _bound(le: str) -> float:
+    return float("inf") if le == "+Inf" else float(le)
+
+
+def _bucket_label(le: str, bounds: Sequence[str]) -> str:
+    if le == "+Inf":
+        return f"> {_ms(bounds[-2])}" if len(bounds) > 1 else "all"
+    return f"≤ {_ms(le)}"
+
+
+def _ms(le: str) -> str:
+    value = 1000 * float(le)
+    return f"{value:g} ms" if value < 1000 else f"{value / 1000:g} s"
+
+
+def _histogram(run: Mapping[str, Any], bounds: Sequence[str]) -> str:
+    """Calls per bucket (the apiserver's buckets are cumulative)."""
+    buckets = run["metrics"]["webhook_buckets"]
+    counts, below = [], 0.0
+    for le in bounds:
+        cumulative = float(buckets.get(le, below))
+        counts.append(int(cumulative - below))
+        below = cumulative
+    return row(run["arm"], run["seed"], run["metrics"]["webhook_calls"], *counts)
 
 
 def plots(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:

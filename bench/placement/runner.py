@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement import analysis, trace
-from bench.placement.arms import JOB_NAME_LABEL, ZONE_LABEL, Arm, RunContext
+from bench.placement.arms import ATTEMPT_LABEL, JOB_NAME_LABEL, ZONE_LABEL, Arm, RunContext
 from bench.placement.trace import TraceJob
 from testbed.controlplane import (
     CRD_DIR,
@@ -65,8 +65,6 @@ TIMEOUT_SIM_MINUTES = 10.0
 #: Jobs being submitted, retried or finished at once (threads).
 WORKERS = 12
 CRDS = ("kubeflow.org_pytorchjobs.yaml", "cilium.io_ciliumnetworkpolicies.yaml")
-#: Which attempt of its job a pod belongs to (0 first, then one per retry).
-ATTEMPT_LABEL = "bench.podium.dev/attempt"
 
 
 def pytorchjob(job: TraceJob, namespace: str) -> dict[str, Any]:
@@ -180,31 +178,15 @@ class Attempt:
         }
 
 
-class PodWatch(threading.Thread):
-    """Watches the study namespace's pods and records, per pod, when it was first seen created,
-    bound (and the zone of its node), Running and deleted. Tells the runner through ``events``
-    when an attempt's first pod is bound (``("bound", job, attempt, t)``) and when all its pods
-    run (``("whole", job, attempt, t)``)."""
+class Watch(threading.Thread):
+    """Lists, then watches, the objects under ``path`` (a namespaced collection), handing each
+    event to `observe` with the time it was seen, in real seconds after ``t0``; a failure is kept
+    in ``error`` for the runner to report."""
 
-    def __init__(
-        self,
-        cluster: LocalCluster,
-        namespace: str,
-        jobs: Sequence[TraceJob],
-        node_zone: Mapping[str, str],
-        t0: float,
-    ) -> None:
-        super().__init__(name="pod-watch", daemon=True)
-        self.cluster, self.namespace, self.node_zone, self.t0 = cluster, namespace, node_zone, t0
-        self.jobs = {j.name: j for j in jobs}
-        self.index = {j.name: j.index for j in jobs}
+    def __init__(self, cluster: LocalCluster, path: str, t0: float, *, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.cluster, self.path, self.t0 = cluster, path, t0
         self.lock = threading.Lock()
-        self.pods: dict[str, list[Any]] = {}
-        self.running: dict[tuple[str, int], set[str]] = {}
-        self.bound: set[tuple[str, int]] = set()
-        self.whole: set[tuple[str, int]] = set()
-        self.reason: dict[str, str] = {}
-        self.events: queue.Queue[tuple[str, str, int, float]] = queue.Queue()
         self.stopping = threading.Event()
         self.error: BaseException | None = None
         self.resource_version = ""
@@ -212,11 +194,14 @@ class PodWatch(threading.Thread):
     def now(self) -> float:
         return time.monotonic() - self.t0
 
+    def observe(self, kind: str, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
     def run(self) -> None:
         try:
-            listed = self.cluster.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
-            for pod in listed["items"]:
-                self._observe("ADDED", pod)
+            listed = self.cluster.request("GET", self.path)
+            for obj in listed["items"]:
+                self.observe("ADDED", obj)
             self.resource_version = listed["metadata"]["resourceVersion"]
             while not self.stopping.is_set():
                 self._watch_once()
@@ -231,7 +216,7 @@ class PodWatch(threading.Thread):
             "127.0.0.1", cluster.apiserver_port, timeout=30, context=context
         )
         path = (
-            f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
+            f"{self.path}?watch=1&allowWatchBookmarks=true"
             f"&timeoutSeconds=5&resourceVersion={self.resource_version}"
         )
         try:
@@ -246,14 +231,41 @@ class PodWatch(threading.Thread):
                 event = json.loads(line)
                 obj = event.get("object") or {}
                 if event["type"] == "ERROR":
-                    raise RuntimeError(f"pod watch: {obj}")
+                    raise RuntimeError(f"watch {self.path}: {obj}")
                 self.resource_version = obj["metadata"]["resourceVersion"]
                 if event["type"] != "BOOKMARK":
-                    self._observe(event["type"], obj)
+                    self.observe(event["type"], obj)
         finally:
             connection.close()
 
-    def _observe(self, kind: str, pod: Mapping[str, Any]) -> None:
+
+class PodWatch(Watch):
+    """Watches the study namespace's pods and records, per pod, when it was first seen created,
+    bound (and the zone of its node), Running and deleted, the scheduling gates it was created
+    with and when it was first seen without them. Tells the runner through ``events`` when an
+    attempt's first pod is bound (``("bound", job, attempt, t)``) and when all its pods run
+    (``("whole", job, attempt, t)``)."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        namespace: str,
+        jobs: Sequence[TraceJob],
+        node_zone: Mapping[str, str],
+        t0: float,
+    ) -> None:
+        super().__init__(cluster, f"/api/v1/namespaces/{namespace}/pods", t0, name="pod-watch")
+        self.namespace, self.node_zone = namespace, node_zone
+        self.jobs = {j.name: j for j in jobs}
+        self.index = {j.name: j.index for j in jobs}
+        self.pods: dict[str, list[Any]] = {}
+        self.running: dict[tuple[str, int], set[str]] = {}
+        self.bound: set[tuple[str, int]] = set()
+        self.whole: set[tuple[str, int]] = set()
+        self.reason: dict[str, str] = {}
+        self.events: queue.Queue[tuple[str, str, int, float]] = queue.Queue()
+
+    def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
         job = labels.get(JOB_NAME_LABEL)
@@ -264,14 +276,19 @@ class PodWatch(threading.Thread):
         now, name = self.now(), meta["name"]
         with self.lock:
             row = self.pods.get(name)
+            spec = pod.get("spec") or {}
+            gates = sorted(g["name"] for g in spec.get("schedulingGates") or [])
             if row is None:
-                group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+                group = (spec.get("schedulingGroup") or {}).get("podGroupName")
                 row = [self.index[job], None, now, None, None, None, group, attempt]
+                row += [",".join(gates) or None, None]
                 self.pods[name] = row
                 reason = (meta.get("annotations") or {}).get("podium.dev/reason")
                 if reason and job not in self.reason:
                     self.reason[job] = reason
-            node = (pod.get("spec") or {}).get("nodeName")
+            if row[analysis.GATES] and not gates and row[analysis.UNGATED] is None:
+                row[analysis.UNGATED] = now
+            node = spec.get("nodeName")
             if node and row[analysis.BOUND] is None:
                 row[analysis.BOUND], row[analysis.ZONE] = now, self.node_zone.get(node)
                 if key not in self.bound:
@@ -301,14 +318,15 @@ class PodWatch(threading.Thread):
             }
 
 
-def start_cluster(bin_dir: Path, work_dir: Path) -> LocalCluster:
-    """The study's control plane: the scheduler's gang gates on for every arm (so each arm runs
-    on the same components), 3 zones of 8-GPU KWOK nodes, the PyTorchJob and Cilium CRDs."""
+def start_cluster(bin_dir: Path, work_dir: Path, *, gang_gates: bool = True) -> LocalCluster:
+    """The study's control plane: the scheduler's gang gates on (for every arm but those made for
+    clusters without them, `Arm.gang_gates`), 3 zones of 8-GPU KWOK nodes, the PyTorchJob and
+    Cilium CRDs."""
     cluster = LocalCluster(
         bin_dir,
         work_dir,
-        feature_gates=SCHEDULER_GANG_GATES,
-        runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG,
+        feature_gates=SCHEDULER_GANG_GATES if gang_gates else None,
+        runtime_config=SCHEDULER_GANG_RUNTIME_CONFIG if gang_gates else None,
     )
     cluster.start()
     try:
@@ -333,7 +351,7 @@ def run_arm(
 ) -> dict[str, Any]:
     """Replay ``jobs`` with ``arm`` on a fresh cluster in ``work_dir``; the raw record."""
     started = time.monotonic()
-    cluster = start_cluster(bin_dir, work_dir / "cluster")
+    cluster = start_cluster(bin_dir, work_dir / "cluster", gang_gates=arm.gang_gates)
     ctx = RunContext(cluster, NAMESPACE, work_dir)
     try:
         cluster.create_namespace(NAMESPACE, labels=dict(arm.namespace_labels))
@@ -431,13 +449,15 @@ class Replay:
     def retry(self, job: TraceJob, failed: int) -> None:
         """The operator restarts a failed gang: its pods deleted, new ones created."""
         try:
+            self.arm.ending(self.ctx, job, failed, succeeded=False)
             self._delete_pods(job, failed)
             self._create_pods(job, failed + 1)
         except Exception as error:
             self._error(f"retry {job.name}", error)
 
-    def finish(self, job: TraceJob) -> None:
+    def finish(self, job: TraceJob, number: int) -> None:
         try:
+            self.arm.ending(self.ctx, job, number, succeeded=True)
             self._delete_pods(job)
             self.ctx.cluster.request(
                 "DELETE",
@@ -490,7 +510,7 @@ class Replay:
             if kind == "finished":
                 with self.lock:
                     self.finished.add(name)
-                pool.submit(self.finish, job)
+                pool.submit(self.finish, job, number)
             else:
                 pool.submit(self.retry, job, number)
 
@@ -531,6 +551,7 @@ class Replay:
         self.t0 = time.monotonic()
         watch = PodWatch(cluster, self.ctx.namespace, self.jobs, node_zone, self.t0)
         watch.start()
+        arm.replay_started(self.ctx, self.t0)
         self.drive(watch, horizon)
         # Every finished job's pods are gone once the watch has seen them deleted.
         if self.finished:
@@ -554,6 +575,7 @@ class Replay:
             "end_s": round(end_s, 3),
             "horizon_s": round(horizon, 3),
             "timeout_s": self.timeout_s,
+            "gang_gates": arm.gang_gates,
             "setup_s": round(setup_s, 1),
             "capacity_gpus": trace.capacity(),
             "zones": {z: n * trace.GPUS_PER_NODE for z, n in trace.ZONE_NODES.items()},
@@ -570,7 +592,10 @@ class Replay:
                 }
                 for j in self.jobs
             ],
-            "pods": [[*row[:2], *(_round(t) for t in row[2:6]), *row[6:]] for row in pods],
+            "pods": [
+                [*row[:2], *(_round(t) for t in row[2:6]), *row[6:9], _round(row[9])]
+                for row in pods
+            ],
             "scrapes": {
                 "scheduler": {
                     k: v - before["scheduler"].get(k, 0.0) for k, v in after["scheduler"].items()
@@ -582,6 +607,7 @@ class Replay:
                 ),
             },
             "errors": list(self.errors),
+            "observed": arm.observations(),
         }
 
 

@@ -28,6 +28,8 @@ from bench.report import machine
 from testbed.build import controlplane_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The seeds `python -m bench placement` runs unless told otherwise.
+DEFAULT_SEEDS = (1, 2, 3)
 RESULTS = "placement.json"
 RECORDS = "placement-runs.json.gz"
 DOCUMENT = "placement.md"
@@ -144,7 +146,8 @@ def _earlier(
     old_records = {(r["arm"], r["seed"]): r for r in load_records(out)}
     for run in old["runs"]:
         key = (run["arm"], run["seed"])
-        if key in old_records:
+        if key in old_records:  # its numbers recomputed: the analysis may have changed since
+            run["metrics"] = analysis.metrics(old_records[key])
             runs[key], records[key] = run, old_records[key]
     return runs, records
 

@@ -1,4 +1,6 @@
-"""Building the seven operators, each with its project's own CRDs, webhooks and examples."""
+"""Building the seven operators, each with its project's own CRDs, webhooks and examples — and
+Kueue (`QUEUEING`), built the same way but run by the placement study and its own e2e test, not
+by the operator pool."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from testbed.gobuild import go
 from testbed.paths import MODULES, cache_root
 
-__all__ = ["OPERATORS", "OperatorRecipe", "build_operator"]
+__all__ = ["OPERATORS", "QUEUEING", "OperatorRecipe", "build_operator"]
 
 _CRD = re.compile(r"^kind: CustomResourceDefinition", re.MULTILINE)
 
@@ -91,6 +93,21 @@ OPERATORS: dict[str, OperatorRecipe] = {
     ),
 }
 
+#: Kueue, the queueing layer the placement study compares podium's hold with (its Topology Aware
+#: Scheduling, plain-pod groups). Its manager config (``config/components/manager``) comes along
+#: as an example; its CRDs are installed without the conversion-webhook patches (every client
+#: here speaks the storage version, v1beta2).
+QUEUEING: dict[str, OperatorRecipe] = {
+    "kueue": OperatorRecipe(
+        module="sigs.k8s.io/kueue",
+        package="sigs.k8s.io/kueue/cmd/kueue",
+        binary="kueue",
+        crds=("config/components/crd/bases",),
+        webhooks=("config/components/webhook",),
+        examples=("config/components/manager",),
+    ),
+}
+
 
 def _copy_tree(source: Path, paths: Sequence[str], destination: Path) -> None:
     """Copy ``paths`` (relative to ``source``) into ``destination``, keeping their relative
@@ -127,9 +144,10 @@ def build_operator(name: str) -> Path:
     """Operator ``name``: ``bin/<binary>``, its project's ``crds/``, ``webhooks/`` and
     ``examples/`` (copied from the module cache, so CRD and controller agree) and
     ``operator.json`` (written last: it marks the build complete); returns the directory."""
-    recipe = OPERATORS.get(name)
+    recipe = OPERATORS.get(name) or QUEUEING.get(name)
     if recipe is None:
-        raise go.BuildError(f"unknown operator {name!r}; known: {', '.join(OPERATORS)}")
+        known = ", ".join([*OPERATORS, *QUEUEING])
+        raise go.BuildError(f"unknown operator {name!r}; known: {known}")
     module_dir = MODULES / "operators" / name
     version = go.version(module_dir, recipe.module)
     recipe_hash = go.recipe_hash(go.module_files(module_dir))

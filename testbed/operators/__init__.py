@@ -11,7 +11,8 @@
 The parts: `runner` (a build, one operator process, the base classes), `webhooks` (their
 serving certificates and webhook configurations), one module per family (`kubeflow`: the
 training-operator, mpi-operator and Trainer; `sigs`: JobSet and LeaderWorkerSet; `kuberay`;
-`volcano`), `pool` (every operator by name, started on demand), `frameworks` (each framework's
+`volcano`; `kueue`: Kueue with Topology Aware Scheduling, not one of the pool's operators),
+`pool` (every operator by name, started on demand), `frameworks` (each framework's
 upstream example), `golden` (an observation as a golden file) and `capture`
 (``python -m testbed.operators.capture``: writes the golden files).
 """
