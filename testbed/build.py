@@ -33,6 +33,7 @@ from testbed.gobuild.components import (
     build_helm,
     build_oracle,
     build_promtool,
+    monitoring_crds,
 )
 from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
 from testbed.gobuild.operators import OPERATORS, QUEUEING, OperatorRecipe, build_operator
@@ -59,6 +60,7 @@ __all__ = [
     "go_available",
     "helm_binary",
     "main",
+    "monitoring_crds",
     "oracle_binary",
     "promtool_binary",
 ]

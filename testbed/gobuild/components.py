@@ -200,6 +200,22 @@ def build_promtool() -> Path:
     return _one_binary("promtool", binary, f"prometheus {version} cmd/promtool", compile_into)
 
 
+#: The Prometheus Operator's CRDs of the kinds podium's chart ships (PodMonitor, PrometheusRule).
+MONITORING_CRDS = (
+    "monitoring.coreos.com_podmonitors.yaml",
+    "monitoring.coreos.com_prometheusrules.yaml",
+)
+
+
+def monitoring_crds() -> list[Path]:
+    """The Prometheus Operator's own PodMonitor and PrometheusRule CRDs, read from the module
+    cache at the version testbed/modules/monitoringcrds/go.mod pins (downloaded, never built), so
+    that a real apiserver validates the chart's monitoring objects."""
+    module = "github.com/prometheus-operator/prometheus-operator"
+    source = go.source_dir(MODULES / "monitoringcrds", module)
+    return [source / "example" / "prometheus-operator-crd" / name for name in MONITORING_CRDS]
+
+
 # --- the Cilium verdict oracles -------------------------------------------------------------------
 
 

@@ -134,6 +134,21 @@ def test_podium_mode_never_holds(now: datetime) -> None:
         assert decide(pytorch_pod(pj).obj(), base_cluster(pj), now, settings).outcome == "pinned"
 
 
+@pytest.mark.parametrize(
+    ("writable", "outcome"), [((), "held"), ((NS,), "held"), (("other",), "pinned")]
+)
+def test_a_pod_is_never_held_where_podium_may_not_write(
+    writable: tuple[str, ...], outcome: str, now: datetime
+) -> None:
+    """``writable-namespaces`` (``rbac.scope: namespaced``): elsewhere podium could not release
+    the pod, so it decides as ``pin`` there (its writes then fail open on the 403)."""
+    pj = pytorchjob()
+    settings = Settings.from_mapping(
+        {"zone-chooser": "hold", "writable-namespaces": list(writable)}
+    )
+    assert decide(pytorch_pod(pj).obj(), base_cluster(pj), now, settings).outcome == outcome
+
+
 def test_non_training_and_opted_out_pods_are_never_held(now: datetime) -> None:
     pod = PodBuilder(NS, generate_name="web-").obj()
     assert decide(pod, base_cluster(), now, HOLD).outcome == "skipped"

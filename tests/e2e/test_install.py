@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed import build
 from testbed.controlplane import ApiError, LocalCluster
 from testbed.podium import PIN, Podium
 from tests.test_chart import KUBE_VERSION, helm_binary
@@ -145,11 +146,19 @@ def acceptance(local_cluster: LocalCluster) -> Acceptance:
     checker = Acceptance(local_cluster)
     (namespace,) = [o for o in kustomize(MANIFESTS / "base") if o["kind"] == "Namespace"]
     assert checker.dry_run_create(namespace) is None
-    try:
-        local_cluster.request("POST", "/api/v1/namespaces", namespace)
-    except ApiError as err:
-        if err.status != 409:
-            raise
+    # ``ml``: the namespace the namespaced-rbac component binds podium's writes in (its example).
+    for created in (
+        namespace,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
+    ):
+        try:
+            local_cluster.request("POST", "/api/v1/namespaces", created)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+    # The Prometheus Operator's own CRDs, so that the PodMonitor and PrometheusRule of the
+    # monitoring overlay and chart values are validated like every other object.
+    local_cluster.install_crds(build.monitoring_crds())
     return checker
 
 

@@ -14,6 +14,7 @@ import pytest
 from testbed.controlplane import ApiError, LocalCluster
 from testbed.controlplane.api import Api
 from testbed.podium import Podium, opted_in_namespace, serving
+from webhook.core.labels import ZONE as ZONE_LABEL
 
 from .test_podium import (
     ZONE,
@@ -48,7 +49,11 @@ def podium(
     local_cluster: LocalCluster, listed_ns: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Podium]:
     values = ("rbac.scope=namespaced", f"rbac.namespaces={{{listed_ns}}}")
-    server = Podium(local_cluster, tmp_path_factory.mktemp("namespaced"), chart_rbac=values)
+    # The settings the chart renders for these values: podium holds pods only where it may write.
+    config = f"writable-namespaces: [{listed_ns}]\n"
+    server = Podium(
+        local_cluster, tmp_path_factory.mktemp("namespaced"), config=config, chart_rbac=values
+    )
     with serving(server, unregister=True) as started:
         yield started
 
@@ -81,12 +86,25 @@ def test_the_apiserver_refuses_podiums_writes_outside_the_listed_namespaces(
     assert written["metadata"]["namespace"] == listed_ns
 
 
-def test_a_job_in_a_listed_namespace_is_pinned_with_its_record_and_policy(
+def test_a_job_in_a_listed_namespace_is_released_with_its_record_and_policy(
     local_cluster: LocalCluster, listed_ns: str, podium: Podium
 ) -> None:
+    """Held at admission (the default ``zone-chooser: hold``), then released whole into one zone
+    by the releaser, whose record, policy and pod patches the namespace's RoleBinding allows."""
     job = pytorchjob(local_cluster, listed_ns, "allowed", workers=1, gpus=1)
     created = create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=1))
-    assert len({p["metadata"]["annotations"][ZONE] for p in created}) == 1
+    names = {p["metadata"]["name"] for p in created}
+
+    def zones() -> set[str] | None:
+        pods = local_cluster.request("GET", f"/api/v1/namespaces/{listed_ns}/pods")["items"]
+        mine = [p for p in pods if p["metadata"]["name"] in names]
+        if len(mine) < len(names) or any(p["spec"].get("schedulingGates") for p in mine):
+            return None
+        return {(p["metadata"].get("labels") or {}).get(ZONE_LABEL, "") for p in mine}
+
+    local_cluster.wait_for("the gang released", lambda: zones() is not None, timeout=60)
+    released = zones()
+    assert released is not None and len(released) == 1 and "" not in released, released
     records, policies = podium_objects(local_cluster, listed_ns)
     assert len(records) == 1 and len(policies) == 1
 

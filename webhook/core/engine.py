@@ -204,7 +204,11 @@ def _decide(
         return _skipped(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
-    if settings.zone_chooser.may_hold and _not_placed_elsewhere(pod) is None:
+    if (
+        settings.zone_chooser.may_hold
+        and settings.may_write(namespace)
+        and _not_placed_elsewhere(pod) is None
+    ):
         recorded = recorded or _recorded(
             view,
             namespace,

@@ -173,6 +173,14 @@ class Settings:
     #: Seconds between two releaser passes of the elected replica (in every mode: gangs held
     #: before a switch away from ``hold`` are still released).
     release_interval_seconds: float = 2.0
+    #: The namespaces where podium may write (the chart's ``rbac.namespaces`` with
+    #: ``rbac.scope: namespaced``); empty: every namespace. podium never holds a pod where it may
+    #: not write — it could not release it — so there it decides as ``pin`` and, when the
+    #: apiserver refuses its writes, fails open saying which binding is missing.
+    writable_namespaces: frozenset[str] = frozenset()
+
+    def may_write(self, namespace: str) -> bool:
+        return not self.writable_namespaces or namespace in self.writable_namespaces
 
     def skips_namespace(self, namespace: str) -> bool:
         return namespace == self.own_namespace or namespace in self.excluded_namespaces
@@ -248,7 +256,7 @@ def _coerce(key: str, value: Any) -> Any:
     try:
         if key in enums:
             return enums[key](str(value))
-        if key == "excluded_namespaces":
+        if key in ("excluded_namespaces", "writable_namespaces"):
             if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
                 raise TypeError("a list of namespace names")
             return frozenset(str(v) for v in value)

@@ -10,10 +10,10 @@
 
 {{/* The settings file podium reads with --config (the README's table). */}}
 {{- define "podium.settings" -}}
-{{- $managed := list "policy-mode" "policy_mode" "placement" "zone-chooser" "zone_chooser" "no-fit" "no_fit" "namespace-label" "namespace_label" "namespace-label-value" "namespace_label_value" "namespace-shadow-value" "namespace_shadow_value" "mode" "own-namespace" "own_namespace" -}}
+{{- $managed := list "policy-mode" "policy_mode" "placement" "zone-chooser" "zone_chooser" "no-fit" "no_fit" "namespace-label" "namespace_label" "namespace-label-value" "namespace_label_value" "namespace-shadow-value" "namespace_shadow_value" "mode" "own-namespace" "own_namespace" "writable-namespaces" "writable_namespaces" -}}
 {{- range $key, $_ := .Values.extraSettings -}}
 {{- if has $key $managed -}}
-{{- fail (printf "extraSettings.%s: set it with its own value (policyMode, placement, zoneChooser, noFit, mode, namespaceLabel; the namespace is namespace.name)" $key) -}}
+{{- fail (printf "extraSettings.%s: set it with its own value (policyMode, placement, zoneChooser, noFit, mode, namespaceLabel, rbac.namespaces; the namespace is namespace.name)" $key) -}}
 {{- end -}}
 {{- end -}}
 {{- $budget := index .Values.extraSettings "time-budget-seconds" | default (index .Values.extraSettings "time_budget_seconds") | default 2.0 -}}
@@ -28,6 +28,9 @@ namespace-label: {{ .Values.namespaceLabel.key }}
 namespace-label-value: {{ .Values.namespaceLabel.value | quote }}
 namespace-shadow-value: {{ .Values.namespaceLabel.shadowValue }}
 mode: {{ .Values.mode }}
+{{- if eq .Values.rbac.scope "namespaced" }}
+writable-namespaces: {{ toJson .Values.rbac.namespaces }}
+{{- end }}
 {{- with .Values.extraSettings }}
 {{ toYaml . }}
 {{- end }}
