@@ -358,8 +358,12 @@ def test_release_patches_failing_half_way_complete_once_the_fault_stops(
         "matchConditions": [
             {
                 "name": "podium-release",
+                # The release: podium's gate taken off (not the releaser's podium.dev/held
+                # annotation patches, which keep it).
                 "expression": "has(oldObject.spec.schedulingGates) && "
-                f"oldObject.spec.schedulingGates.exists(g, g.name == '{HOLD_GATE}')",
+                f"oldObject.spec.schedulingGates.exists(g, g.name == '{HOLD_GATE}') && "
+                "!(has(object.spec.schedulingGates) && "
+                f"object.spec.schedulingGates.exists(g, g.name == '{HOLD_GATE}'))",
             }
         ],
     }
