@@ -174,7 +174,9 @@ def test_a_gang_that_never_fits_is_released_at_hold_timeout(
             took = time.monotonic() - started
         finally:
             ungatings.stop()
-        assert took >= TIMEOUT, took
+        # The releaser counts from the oldest held pod's creationTimestamp, which the apiserver
+        # keeps to the second: up to 1 s before the pod really came.
+        assert took >= TIMEOUT - 1, took
         pods = pods_of(local_cluster, ns, names)
         if no_fit == "pin-most-free":
             assert {p["metadata"]["labels"][ZONE] for p in pods} == {"zone-b"}
