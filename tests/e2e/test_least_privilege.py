@@ -61,6 +61,22 @@ def podium(
         yield started
 
 
+def released_job(local_cluster: LocalCluster, namespace: str, name: str) -> list[str]:
+    """A one-pod CPU PyTorchJob, created and released by podium (held first: the default);
+    its pods' names."""
+    job = pytorchjob(local_cluster, namespace, name, workers=1, gpus=0)
+    names = [
+        p["metadata"]["name"]
+        for p in create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
+    ]
+    local_cluster.wait_for(
+        "the gang to be released",
+        lambda: not any(gated(p) for p in pods_of(local_cluster, namespace, names)),
+        timeout=60,
+    )
+    return names
+
+
 def test_podium_runs_as_the_charts_service_account(podium: Podium) -> None:
     """Not as the admin: the apiserver names the chart's ServiceAccount, and the Lease podium
     took is in its own namespace (the chart's Role for leader election)."""
@@ -79,16 +95,7 @@ def test_the_reconciler_recreates_a_deleted_policy(
     local_cluster: LocalCluster,
     ns: str,  # noqa: F811
 ) -> None:
-    job = pytorchjob(local_cluster, ns, "kept", workers=1, gpus=0)
-    names = [
-        p["metadata"]["name"]
-        for p in create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
-    ]
-    local_cluster.wait_for(
-        "the gang to be released",
-        lambda: not any(gated(p) for p in pods_of(local_cluster, ns, names)),
-        timeout=60,
-    )
+    released_job(local_cluster, ns, "kept")
     local_cluster.wait_for(
         "its policy",
         lambda: bool(listed(local_cluster, CNP, "CiliumNetworkPolicy", ns)),
@@ -139,16 +146,7 @@ def test_kubectl_podium_doctor_and_audit_against_the_cluster(
     """The plugin as a kubectl user runs it (issue 22, item 4): the real kubectl finds
     ``kubectl-podium`` on PATH and hands it $KUBECONFIG and the flags before the command; at
     80 columns (a terminal) neither doctor nor audit folds a name."""
-    job = pytorchjob(local_cluster, ns, "plugin", workers=1, gpus=0)
-    names = [
-        p["metadata"]["name"]
-        for p in create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
-    ]
-    local_cluster.wait_for(
-        "the gang to be released",
-        lambda: not any(gated(p) for p in pods_of(local_cluster, ns, names)),
-        timeout=60,
-    )
+    names = released_job(local_cluster, ns, "plugin")
     bin_dir = str(Path(sys.executable).parent)
     env = {
         **os.environ,
