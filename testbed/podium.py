@@ -25,12 +25,18 @@ from testbed.paths import REPO
 from testbed.processes import free_port, tail
 
 WEBHOOK_MANIFEST = REPO / "manifests" / "base" / "mutatingwebhookconfiguration.yaml"
-#: podium's own namespace (its Lease, and with ``chart_rbac`` its ServiceAccount).
+#: podium's own namespace (its Lease and its ServiceAccount).
 NAMESPACE = "podium-system"
 
 
 def _namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def _server(kubeconfig: Path) -> str:
+    """The apiserver URL of a kubeconfig's (only) cluster."""
+    (entry,) = yaml.safe_load(kubeconfig.read_text())["clusters"]
+    return str(entry["cluster"]["server"])
 
 
 #: The settings of the e2e tests about pinning at admission (``zone-chooser: pin``); podium's
@@ -46,12 +52,16 @@ class Podium:
         *,
         config: str | None = None,
         stdout: int = subprocess.DEVNULL,
-        chart_rbac: Sequence[str] | None = None,
+        chart_rbac: Sequence[str] | None = (),
     ) -> None:
         """``stdout``: where podium's audit lines go; ``subprocess.PIPE`` to read them.
-        ``chart_rbac``: run podium as the chart's ServiceAccount with exactly the chart's RBAC
-        (rendered with these ``--set`` values, applied, a token minted: `testbed.rbac`) instead
-        of as the cluster's admin."""
+        ``chart_rbac``: podium runs as the chart's ServiceAccount with exactly the chart's RBAC,
+        rendered with these ``--set`` values (none: the chart's defaults), applied, and a token
+        minted for it (`testbed.rbac`), as ``helm install`` would run it; a write the chart does
+        not grant is refused by the apiserver, so every test that starts podium also proves the
+        chart grants enough. ``None``: podium is the cluster's admin (``cluster.kubeconfig``).
+        The token reaches the apiserver at the server ``cluster.kubeconfig`` names, so a cluster
+        seen through a fault proxy stays behind it."""
         self.cluster = cluster
         self.stdout = stdout
         self.work_dir = work_dir
@@ -64,7 +74,11 @@ class Podium:
         if chart_rbac is not None:
             cluster.apply(_namespace(NAMESPACE))
             self.kubeconfig = rbac.as_installed(
-                cluster, work_dir, namespace=NAMESPACE, values=chart_rbac
+                cluster,
+                work_dir,
+                namespace=NAMESPACE,
+                values=chart_rbac,
+                server=_server(cluster.kubeconfig),
             )
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Any = None

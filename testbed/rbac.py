@@ -69,9 +69,13 @@ def mint_token(cluster: LocalCluster, *, namespace: str, name: str) -> str:
     return str(status.token)
 
 
-def kubeconfig(cluster: LocalCluster, path: Path, *, token: str) -> Path:
-    """A kubeconfig for the local apiserver that authenticates with ``token`` only."""
-    cluster_entry = {"server": cluster.server, "certificate-authority": str(cluster.ca_file)}
+def kubeconfig(cluster: LocalCluster, path: Path, *, token: str, server: str | None = None) -> Path:
+    """A kubeconfig for the local apiserver that authenticates with ``token`` only; ``server``:
+    another URL that reaches it (a fault proxy's)."""
+    cluster_entry = {
+        "server": server or cluster.server,
+        "certificate-authority": str(cluster.ca_file),
+    }
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -91,11 +95,17 @@ def kubeconfig(cluster: LocalCluster, path: Path, *, token: str) -> Path:
 
 
 def as_installed(
-    cluster: LocalCluster, work_dir: Path, *, namespace: str, values: Sequence[str] = ()
+    cluster: LocalCluster,
+    work_dir: Path,
+    *,
+    namespace: str,
+    values: Sequence[str] = (),
+    server: str | None = None,
 ) -> Path:
-    """Install the chart's ServiceAccount and RBAC; a kubeconfig that is that ServiceAccount."""
+    """Install the chart's ServiceAccount and RBAC; a kubeconfig that is that ServiceAccount
+    (reaching the apiserver at ``server``, by default the cluster's own URL)."""
     objects = render(namespace=namespace, values=values)
     install(cluster, objects)
     (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
     token = mint_token(cluster, namespace=namespace, name=account["metadata"]["name"])
-    return kubeconfig(cluster, work_dir / "podium-sa.kubeconfig", token=token)
+    return kubeconfig(cluster, work_dir / "podium-sa.kubeconfig", token=token, server=server)

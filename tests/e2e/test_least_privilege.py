@@ -1,7 +1,8 @@
 """podium under exactly the chart's RBAC (issue 22, item 5): its ServiceAccount, ClusterRoles and
-bindings rendered by ``helm template``, applied, and a token minted for that ServiceAccount —
-not the admin the other e2e modules run it as. Whatever podium needs and the chart forgot shows
-up here as a 403.
+bindings rendered by ``helm template``, applied, and a token minted for that ServiceAccount. Every
+e2e module runs podium so (`testbed.podium.Podium`'s default); this one checks what RBAC decides:
+who podium is, and that the writes it needs are granted and nothing more. Whatever podium needs
+and the chart forgot shows up as a 403.
 
 The default scope (cluster) runs podium's whole flow with ``zone-chooser: hold``: a gang held
 behind podium's gate (pods are patched), released whole into one zone with its record and policy
@@ -54,9 +55,7 @@ def podium(
 ) -> Iterator[Podium]:
     """podium as the chart installs it (rbac.scope: cluster, the default)."""
     config = "zone-chooser: hold\nrelease-interval-seconds: 1\nreconcile-interval-seconds: 0.5\n"
-    server = Podium(
-        local_cluster, tmp_path_factory.mktemp("least-privilege"), config=config, chart_rbac=()
-    )
+    server = Podium(local_cluster, tmp_path_factory.mktemp("least-privilege"), config=config)
     with serving(server, unregister=True) as started:
         yield started
 
