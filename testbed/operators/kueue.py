@@ -110,7 +110,15 @@ class Kueue(ConfigFileOperator):
         ``cmd/kueue/main.go`` (no flag or setting), and exits without them."""
         super().prepare()
         assert self.certs is not None
-        self.certs.write(METRICS_CERT_DIR)
+        try:
+            self.certs.write(METRICS_CERT_DIR)
+        except PermissionError as error:
+            raise OperatorError(
+                f"Kueue reads its metrics cert from {METRICS_CERT_DIR} (fixed in its "
+                f"cmd/kueue/main.go when internal cert management is off, as here: that would "
+                f"issue certs for a Service name, not 127.0.0.1), and this user may not write "
+                f"there: {error}; run as root, or create the directory writable first"
+            ) from error
 
     def webhook_configurations(self) -> list[dict[str, Any]]:
         """The project's webhook manifests (``config/components/webhook/manifests.yaml``), cut to
