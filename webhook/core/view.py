@@ -771,6 +771,12 @@ class ClusterView:
     ) -> Iterator[PodSummary]:
         """Pods of ``namespace`` that carry every one of ``labels``; through the label index
         when one of them is indexed, else by a scan of the namespace."""
+        if labels is not None and len(labels) == 1:
+            # The common ask, one indexed label (a gang's pods): its index entry is the answer.
+            ((key, value),) = labels.items()
+            if key in self.kept.indexed_labels:
+                yield from self._pod_index.get((namespace, key, value), {}).values()
+                return
         wanted = dict(labels or {})
         indexed = [(k, v) for k, v in wanted.items() if k in self.kept.indexed_labels]
         if indexed:
