@@ -543,3 +543,58 @@ def test_the_kueue_arm_ends_an_attempts_pods_as_a_kubelet_would(
         {"status": {"phase": phase}},
     )
     assert patch[3]["content_type"] == "application/merge-patch+json"
+
+
+# -- the goal -------------------------------------------------------------------------------------
+
+
+def _goal_metrics(**overrides: Any) -> dict[str, Any]:
+    metrics: dict[str, Any] = {
+        "finished": 130,
+        "stranded_gpu_h": 4.0,
+        "split_jobs": 0,
+        "stuck_partial": 0,
+        "wait_by_size": {"32": {"p50_min": 10.0, "p95_min": 30.0}},
+        "useful_share": 0.6,
+    }
+    return {**metrics, **overrides}
+
+
+def _goal_results(**arms_metrics: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "runs": [
+            {"arm": arm.replace("_", "-"), "seed": 1, "metrics": metrics}
+            for arm, metrics in arms_metrics.items()
+        ]
+    }
+
+
+def test_the_goal_row_says_which_criteria_the_hold_meets_with_both_arms_figures() -> None:
+    (line,) = report.goal(
+        _goal_results(
+            podium_hold=_goal_metrics(finished=131, stranded_gpu_h=12.5),
+            scheduler=_goal_metrics(finished=131, wait_by_size={"32": {"p95_min": 29.0}}),
+            kueue_tas=_goal_metrics(useful_share=0.55),
+        )
+    )
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == [
+        "1",
+        "131 vs 131 yes",  # at least as many: a tie meets it
+        "12.5 **no**",
+        "0 yes",
+        "0 yes",
+        "30.0 vs 29.0 **no**",
+        "60 % vs 55 % yes",
+        "4 of 6",
+    ]
+
+
+def test_a_criterion_whose_other_arm_did_not_run_is_neither_met_nor_failed() -> None:
+    (line,) = report.goal(_goal_results(podium_hold=_goal_metrics(split_jobs=2)))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == f"130 vs {report.MISSING} {report.MISSING}"
+    assert cells[3] == "2 **no**"
+    assert cells[5] == f"30.0 vs {report.MISSING} {report.MISSING}"
+    assert cells[-1] == "2 of 3"
+    assert report.goal(_goal_results(scheduler=_goal_metrics())) == []

@@ -17,6 +17,15 @@ MARKERS = Markers(
 )
 
 
+#: Round two's goal (docs/benchmarks/placement.md): the hold, with kube-scheduler's gang gates off,
+#: against kube-scheduler's own gang placement (gates on) and Kueue's TAS, seed by seed.
+HOLD_ARM, GANG_ARM, QUEUE_ARM = "podium-hold", "scheduler", "kueue-tas"
+#: The most GPU-hours the hold may strand per seed.
+STRANDED_LIMIT_GPU_H = 10.0
+#: The gang size whose wait p95 the hold must keep no worse than kube-scheduler's.
+BIG_GANG = 32
+
+
 def _runs(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     order = {arm: i for i, arm in enumerate(results["arms"])}
     return sorted(results["runs"], key=lambda r: (order.get(r["arm"], 99), r["seed"]))
@@ -79,6 +88,20 @@ def markdown(results: Mapping[str, Any]) -> str:
             map(_waiting, _runs(results)),
         ),
     ]
+    if goals := goal(results):
+        lines += [
+            "",
+            f"### The goal: `{HOLD_ARM}` (gates off) against `{GANG_ARM}` (gates on) and "
+            f"`{QUEUE_ARM}`, seed by seed",
+            "",
+            *table(
+                "seed | finished ≥ scheduler's | stranded GPU-h ≤ "
+                f"{STRANDED_LIMIT_GPU_H:g} | split = 0 | stuck partial > "
+                f"{analysis.STUCK_SIM_MINUTES:g} min = 0 | {BIG_GANG}-pod wait p95 ≤ "
+                "scheduler's (sim min) | useful / capacity > kueue-tas's | met, of those judged",
+                goals,
+            ),
+        ]
     hooked = [r for r in _runs(results) if r["metrics"].get("webhook_buckets")]
     if hooked:
         bounds = sorted({le for r in hooked for le in r["metrics"]["webhook_buckets"]}, key=_bound)
@@ -106,6 +129,51 @@ def markdown(results: Mapping[str, Any]) -> str:
             counts = ", ".join(f"{k} {v}" for k, v in run["metrics"]["reasons"].items())
             lines.append(f"* {run['arm']} seed {run['seed']}: {counts}")
     return "\n".join(lines) + "\n"
+
+
+def _check(ok: bool | None, figures: str) -> tuple[str, bool | None]:
+    return f"{figures} {MISSING if ok is None else ('yes' if ok else '**no**')}", ok
+
+
+def goal(results: Mapping[str, Any]) -> list[str]:
+    """One row per seed the hold ran: each criterion with its figures (the hold's first, then the
+    arm it is held against) and whether it is met; a criterion whose other arm did not run that
+    seed, or whose figure is missing, is neither met nor failed."""
+    by = {(r["arm"], r["seed"]): r["metrics"] for r in results["runs"]}
+    rows = []
+    for seed in sorted(s for a, s in by if a == HOLD_ARM):
+        hold, gang, queue = (
+            by[(HOLD_ARM, seed)],
+            by.get((GANG_ARM, seed)),
+            by.get((QUEUE_ARM, seed)),
+        )
+
+        def big_p95(m: Mapping[str, Any] | None) -> float | None:
+            return ((m or {}).get("wait_by_size", {}).get(str(BIG_GANG)) or {}).get("p95_min")
+
+        hold_p95, gang_p95 = big_p95(hold), big_p95(gang)
+        checks = [
+            _check(
+                None if gang is None else hold["finished"] >= gang["finished"],
+                f"{hold['finished']} vs {gang['finished'] if gang else MISSING}",
+            ),
+            _check(hold["stranded_gpu_h"] <= STRANDED_LIMIT_GPU_H, num(hold["stranded_gpu_h"])),
+            _check(hold["split_jobs"] == 0, str(hold["split_jobs"])),
+            _check(hold["stuck_partial"] == 0, str(hold["stuck_partial"])),
+            _check(
+                None if hold_p95 is None or gang_p95 is None else hold_p95 <= gang_p95,
+                f"{num(hold_p95)} vs {num(gang_p95)}",
+            ),
+            _check(
+                None if queue is None else hold["useful_share"] > queue["useful_share"],
+                f"{100 * hold['useful_share']:.0f} % vs "
+                + (f"{100 * queue['useful_share']:.0f} %" if queue else MISSING),
+            ),
+        ]
+        met = sum(ok is True for _, ok in checks)
+        judged = sum(ok is not None for _, ok in checks)
+        rows.append(row(seed, *(cell for cell, _ in checks), f"{met} of {judged}"))
+    return rows
 
 
 def _outcomes(run: Mapping[str, Any]) -> str:
