@@ -18,8 +18,8 @@ each pass calls the pure ``release.plan`` exactly as ``podium serve``'s releaser
 * **Traces:** ``starvation`` — the cluster busy with 2-pod gangs, one 32-pod gang arrives, and a
   2-pod gang keeps arriving every few minutes (more than enough to refill whatever frees);
   ``mixed`` — gangs of 2…32 pods in seeded random order and arrival times.
-* ``head=False`` switches the head reservation off (``release.HEAD_RESERVATION``, a hook for
-  this study and its test, not a setting): every gang that fits somewhere goes, in FIFO order.
+* ``head=False`` switches the head reservation off (``hold-order: fit-first``): every gang that
+  fits somewhere goes, in FIFO order.
 
 ``hold-timeout-seconds`` is 0 (never) here, so a starved gang stays starved: the figure is about
 the order rule, not the timeout that would eventually pin it anyway.
@@ -30,15 +30,14 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonpatch
 
 from webhook.core import adapters, labels, mutation, release
-from webhook.core.settings import PolicyMode, Settings
+from webhook.core.settings import HoldOrder, PolicyMode, Settings
 from webhook.core.view import ClusterView
 
 NAMESPACE = "study"
@@ -188,17 +187,6 @@ def _pods(job: Job) -> list[dict[str, Any]]:
 # -- the simulation --------------------------------------------------------------------------
 
 
-@contextmanager
-def head_reservation(on: bool) -> Iterator[None]:
-    """Switch ``release.plan``'s head reservation on or off for the block (a study hook)."""
-    before = release.HEAD_RESERVATION
-    release.HEAD_RESERVATION = on
-    try:
-        yield
-    finally:
-        release.HEAD_RESERVATION = before
-
-
 class _Cluster:
     """The objects and the view the releaser reads, and the scheduler's binding of pods."""
 
@@ -267,27 +255,29 @@ def simulate(jobs: Sequence[Job], *, head: bool, horizon_s: int) -> list[Outcome
     arrivals = sorted(jobs, key=lambda j: (j.arrive_s, j.name))
     counts: dict[str, int] = {}
     nxt = 0
-    with head_reservation(head):
-        for now_s in range(0, horizon_s + 1, PASS_SECONDS):
-            for outcome in outcomes.values():
-                whole = outcome.whole_s
-                if not outcome.done and whole is not None and whole + outcome.job.run_s <= now_s:
-                    cluster.finish(outcome.job)
-                    outcome.done = True
-            while nxt < len(arrivals) and arrivals[nxt].arrive_s <= now_s:
-                cluster.submit(arrivals[nxt])
-                nxt += 1
-            planned = release.plan(
-                cluster.view, SETTINGS, now=EPOCH + timedelta(seconds=now_s), stable=counts
-            )
-            counts = dict(planned.counts)
-            for rel in planned.releases:
-                cluster.release(rel)
-                outcomes[rel.held.gang.owner.name].released_s = now_s
-            for outcome in outcomes.values():
-                fresh = outcome.released_s is not None and outcome.whole_s is None
-                if fresh and cluster.bound(outcome.job):
-                    outcome.whole_s = now_s
+    settings = dataclasses.replace(
+        SETTINGS, hold_order=HoldOrder.OLDEST_FIRST if head else HoldOrder.FIT_FIRST
+    )
+    for now_s in range(0, horizon_s + 1, PASS_SECONDS):
+        for outcome in outcomes.values():
+            whole = outcome.whole_s
+            if not outcome.done and whole is not None and whole + outcome.job.run_s <= now_s:
+                cluster.finish(outcome.job)
+                outcome.done = True
+        while nxt < len(arrivals) and arrivals[nxt].arrive_s <= now_s:
+            cluster.submit(arrivals[nxt])
+            nxt += 1
+        planned = release.plan(
+            cluster.view, settings, now=EPOCH + timedelta(seconds=now_s), stable=counts
+        )
+        counts = dict(planned.counts)
+        for rel in planned.releases:
+            cluster.release(rel)
+            outcomes[rel.held.gang.owner.name].released_s = now_s
+        for outcome in outcomes.values():
+            fresh = outcome.released_s is not None and outcome.whole_s is None
+            if fresh and cluster.bound(outcome.job):
+                outcome.whole_s = now_s
     return list(outcomes.values())
 
 

@@ -4,6 +4,7 @@ analysis counts what it says it counts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from bench.placement import analysis, arms, kueue, report, runner, study, trace
-from webhook.core.settings import Settings, ZoneChooser
+from webhook.core.settings import HoldOrder, Settings, ZoneChooser
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
@@ -423,7 +424,14 @@ def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
     """The study's podium.yaml texts are read by podium's own settings (a renamed key fails).
     Modes are named by value (``pin``, ``hold``), so the arms stay what they are whatever podium's
     default mode and enum names."""
-    names = ("podium", "podium-hold", "podium-scheduler", "podium-uncompressed")
+    names = (
+        "podium",
+        "podium-hold",
+        "podium-hold-untimed",
+        "podium-hold-fit-first",
+        "podium-scheduler",
+        "podium-uncompressed",
+    )
     built = {name: arms.ARMS[name]() for name in names}
     parsed = {
         name: Settings.from_mapping(yaml.safe_load(arm.config))  # type: ignore[attr-defined]
@@ -439,11 +447,18 @@ def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
         assert parsed[name].reservation_seconds == compressed, name
     assert parsed["podium-hold"].hold_timeout_seconds == 1800 / (60 * trace.SIM_MINUTES_PER_SECOND)
     assert parsed["podium-uncompressed"] == Settings.from_mapping({"zone-chooser": "pin"})
+    # The hold's ablations each take away one trade-off more, and nothing else.
+    hold = parsed["podium-hold"]
+    untimed = dataclasses.replace(hold, hold_timeout_seconds=0)
+    assert parsed["podium-hold-untimed"] == untimed
+    fit_first = dataclasses.replace(untimed, hold_order=HoldOrder.FIT_FIRST)
+    assert parsed["podium-hold-fit-first"] == fit_first
     # Only the hold (of podium's modes) and Kueue run where kube-scheduler has no gang gates:
     # they are the alternatives for such clusters.
-    assert {name for name, arm in built.items() if not arm.gang_gates} == {"podium-hold"}
+    holds = ["podium-hold", "podium-hold-untimed", "podium-hold-fit-first"]
+    assert {name for name, arm in built.items() if not arm.gang_gates} == set(holds)
     ungated = [name for name in arms.ARMS if not arms.ARMS[name]().gang_gates]
-    assert ungated == ["podium-hold", "kueue-tas"]
+    assert ungated == [*holds, "kueue-tas"]
 
 
 def test_the_kueue_arm_makes_each_attempt_a_plain_pod_group_required_in_one_zone() -> None:

@@ -236,6 +236,35 @@ def podium_hold() -> Arm:
     )
 
 
+#: The hold's two trade-offs, taken away one after the other (``--arms``): its timeout (a gang held
+#: ``hold-timeout-seconds`` is released pinned whether or not its zone has room — for an
+#: autoscaler to see it — so without one it binds partially), then its order (the oldest gang that
+#: fits nowhere keeps a zone draining for it).
+PODIUM_UNTIMED_CONFIG = "hold-timeout-seconds: 0\n"
+PODIUM_FIT_FIRST_CONFIG = "hold-order: fit-first\n"
+
+
+def podium_hold_untimed() -> Arm:
+    """The hold without its timeout: a gang waits until a zone has room for all of it."""
+    return PodiumArm(
+        name="podium-hold-untimed",
+        config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG + PODIUM_UNTIMED_CONFIG,
+        gang_gates=False,
+    )
+
+
+def podium_hold_fit_first() -> Arm:
+    """The hold without its timeout and without the head's zone: every gang that fits goes."""
+    return PodiumArm(
+        name="podium-hold-fit-first",
+        config=PODIUM_STUDY_CONFIG
+        + PODIUM_HOLD_CONFIG
+        + PODIUM_UNTIMED_CONFIG
+        + PODIUM_FIT_FIRST_CONFIG,
+        gang_gates=False,
+    )
+
+
 def kueue_tas() -> Arm:
     """Kueue's Topology Aware Scheduling (`bench.placement.kueue`, which builds on this module)."""
     from bench.placement.kueue import KueueTas  # noqa: PLC0415 (it imports this module)
@@ -248,6 +277,8 @@ ARMS: dict[str, Callable[[], Arm]] = {
     "self-affinity": SelfAffinity,
     "podium": PodiumArm,
     "podium-hold": podium_hold,
+    "podium-hold-untimed": podium_hold_untimed,
+    "podium-hold-fit-first": podium_hold_fit_first,
     "scheduler": SchedulerGang,
     "podium-scheduler": podium_scheduler,
     "podium-uncompressed": podium_uncompressed,

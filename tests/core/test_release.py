@@ -28,7 +28,7 @@ from tests.core.adapters import (
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, mutation, policies, release
 from webhook.core.adapters.base import PodGroup
-from webhook.core.settings import NoFit, Placement, Settings, TooBig, ZoneChooser
+from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig, ZoneChooser
 from webhook.core.view import ClusterView
 
 HOLD = Settings(zone_chooser=ZoneChooser.HOLD)
@@ -207,6 +207,22 @@ def test_small_gangs_backfill_but_never_into_the_heads_zone(now: datetime) -> No
     head = next(w for w in p.waits if w.held.gang.owner.name == "big")
     assert head.position == 1 and "zone-c is kept for it" in head.why
     assert [w.position for w in p.waits if w.held.gang.owner.name == "small-3"] == [2]
+
+
+def test_fit_first_lets_small_gangs_into_the_zone_a_big_one_waits_for(now: datetime) -> None:
+    """``hold-order: fit-first``: no head, so the same small gangs also take zone-c, and the big
+    gang waits without a zone kept for it."""
+    big = held_job("big", 4, now - timedelta(seconds=60))
+    objects = [*cluster(c=4), *hogs("c", range(1)), *big]
+    smalls = [held_job(f"small-{i}", 1, now - timedelta(seconds=50 - i)) for i in range(4)]
+    settings = dataclasses.replace(HOLD, hold_order=HoldOrder.FIT_FIRST)
+    p = plan([*objects, *(o for s in smalls for o in s)], now, settings)
+    released = {name: zone for name, zone, _ in names(p)}
+    assert "big" not in released
+    assert set(released) == {f"small-{i}" for i in range(4)}
+    assert "zone-c" in released.values()
+    (head,) = p.waits
+    assert head.held.gang.owner.name == "big" and "kept for it" not in head.why
 
 
 def test_a_big_gang_is_not_starved_by_small_ones_that_keep_coming(now: datetime) -> None:

@@ -26,10 +26,12 @@ plan out. The rules, in the order they apply:
   pass released there are packed, then the gang (first-fit decreasing on the primary resource,
   ``zones.pack_into``). Among zones where the whole gang fits, ``placement`` chooses.
 * **Order.** Held gangs are walked oldest first (the creationTimestamp of their oldest held pod;
-  ties by gang key). The first ready gang that fits nowhere becomes the **head**: it reserves the
-  zone where it comes closest (the most free primary resource among zones whose whole allocatable
-  could hold it), and later gangs may backfill only into other zones. Small gangs thus use room a
-  big one cannot use yet, never the zone it waits for; one head per pass.
+  ties by gang key). With ``hold-order: oldest-first`` (the default) the first ready gang that
+  fits nowhere becomes the **head**: it reserves the zone where it comes closest (the most free
+  primary resource among zones whose whole allocatable could hold it), and later gangs may
+  backfill only into other zones. Small gangs thus use room a big one cannot use yet, never the
+  zone it waits for; one head per pass. With ``fit-first`` there is no head: every gang that
+  fits somewhere goes.
 * **Too big.** A gang no zone could hold even empty waits, said at once, until an admin acts
   (``too-big: hold``), or is released unpinned with a job-wide policy (``too-big: spread``).
 * **Timeout.** A gang held longer than ``hold-timeout-seconds`` that still fits nowhere is
@@ -60,7 +62,7 @@ from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, uid_o
 from webhook.core.objects import Obj, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
-from webhook.core.settings import NoFit, Placement, Settings, TooBig
+from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig
 from webhook.core.view import TERMINAL_PHASES, ClusterView, PodSummary, ZoneNodes
 
 #: Reasons a gang is released (``podium_releases_total{reason}``), beside ``placement``'s own.
@@ -68,10 +70,6 @@ COMPLETED = "completed"
 TIMEOUT = "hold-timeout"
 TOO_BIG_SPREAD = "too-big-spread"
 ADMIN = "admin"
-
-#: The head reservation (the module's "Order" rule). Always on in podium; a hook that only the
-#: hold-order study (``bench.holdorder``) and its test switch off, to show what it buys.
-HEAD_RESERVATION = True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -231,7 +229,7 @@ def plan(
         if _timed_out(held, settings, now):
             releases.append(_timeout(held, view, settings, now, fit))
             continue
-        if head is None and HEAD_RESERVATION:
+        if head is None and settings.hold_order is HoldOrder.OLDEST_FIRST:
             head = fit.closest
         waits.append(_waiting(held, fit, waiting, head_zone=head))
     counts = {h.key: len(h.held) for h in gangs}

@@ -107,6 +107,16 @@ class TooBig(StrEnum):
     SPREAD = "spread"
 
 
+class HoldOrder(StrEnum):
+    #: The oldest held gang that fits nowhere keeps the zone where it comes closest; later gangs
+    #: use the other zones only. No gang starves behind a stream of smaller ones, at the price of
+    #: that zone's GPUs idling while it drains for the head.
+    OLDEST_FIRST = "oldest-first"
+    #: Every gang that fits somewhere is released, whatever waits before it: no zone drains for
+    #: a waiting gang, and a big gang may wait until ``hold-timeout-seconds`` (for ever with 0).
+    FIT_FIRST = "fit-first"
+
+
 class Mode(StrEnum):
     #: podium pins, holds or groups every gang it recognises and writes its record and policy.
     ENFORCE = "enforce"
@@ -170,6 +180,9 @@ class Settings:
     hold_timeout_seconds: float = 1800.0
     #: ``zone-chooser: hold``: what to do with a gang no zone could hold even empty.
     too_big: TooBig = TooBig.HOLD
+    #: ``zone-chooser: hold``: whether the oldest gang that fits nowhere keeps a zone for itself
+    #: (``oldest-first``) or every gang that fits goes first (``fit-first``).
+    hold_order: HoldOrder = HoldOrder.OLDEST_FIRST
     #: Seconds between two releaser passes of the elected replica (in every mode: gangs held
     #: before a switch away from ``hold`` are still released).
     release_interval_seconds: float = 2.0
@@ -251,6 +264,7 @@ def _coerce(key: str, value: Any) -> Any:
         "no_fit": NoFit,
         "zone_chooser": ZoneChooser,
         "too_big": TooBig,
+        "hold_order": HoldOrder,
         "mode": Mode,
     }
     try:
