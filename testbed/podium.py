@@ -59,7 +59,8 @@ class Podium:
         rendered with these ``--set`` values (none: the chart's defaults), applied, and a token
         minted for it (`testbed.rbac`), as ``helm install`` would run it; a write the chart does
         not grant is refused by the apiserver, so every test that starts podium also proves the
-        chart grants enough. ``None``: podium is the cluster's admin (``cluster.kubeconfig``).
+        chart grants enough. ``None``: podium uses ``cluster.kubeconfig`` as it is (the cluster's
+        admin, or the user a test's stand-in cluster names).
         The token reaches the apiserver at the server ``cluster.kubeconfig`` names, so a cluster
         seen through a fault proxy stays behind it."""
         self.cluster = cluster

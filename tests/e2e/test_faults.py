@@ -443,6 +443,7 @@ def test_podium_forbidden_to_write_fails_open_and_says_403(
             ClusterAs(local_cluster, kubeconfig),  # type: ignore[arg-type]
             tmp_path / "podium",
             config=PIN + f"time-budget-seconds: {LIVE_BUDGET:g}\n",
+            chart_rbac=None,  # the read-only user itself, not the chart's ServiceAccount
         )
         try:
             with serving(server):
