@@ -61,8 +61,9 @@ PODIUM_STUDY_CONFIG = (
 #: The hold's other span of job time, compressed the same way: a held gang that still fits no zone
 #: after ``hold-timeout-seconds`` (default 1800 s, 30 minutes) is released pinned to the roomiest
 #: zone — 30 simulated minutes are 30 real seconds here. The releaser's period
-#: (``release-interval-seconds``, 2 s) is not compressed: it cannot be (2 simulated seconds), and
-#: it is the lag a user gets; the study's room → last bind metric shows what it costs.
+#: (``release-interval-seconds``, 2 s) is not compressed: podium also passes 0.2 s (12 simulated
+#: seconds) after each pod that ends or goes and each held pod that comes, the lag that counts;
+#: the study's room → last bind metric shows what it costs.
 PODIUM_HOLD_TIMEOUT_SIM_SECONDS = 1800.0
 PODIUM_HOLD_CONFIG = (
     "zone-chooser: hold\n"

@@ -543,3 +543,22 @@ def test_the_why_counts_the_pods_that_ask_for_the_primary_resource_in_units_peop
         gang, demand=(PodGroup(1, {"cpu": 500}), PodGroup(2, {"cpu": 64_000}))
     )
     assert release._needs(mixed, "cpu") == "128500m cpu over 3 pods"
+
+
+@pytest.mark.parametrize(
+    ("event", "obj", "may"),
+    [
+        ("DELETED", {"kind": "Pod", "spec": {}}, True),
+        ("MODIFIED", {"kind": "Pod", "spec": {}, "status": {"phase": "Succeeded"}}, True),
+        ("MODIFIED", {"kind": "Pod", "spec": {}, "status": {"phase": "Failed"}}, True),
+        ("MODIFIED", {"kind": "Pod", "spec": {}, "status": {"phase": "Running"}}, False),
+        ("ADDED", {"kind": "Pod", "spec": {"schedulingGates": [{"name": labels.HOLD_GATE}]}}, True),
+        ("ADDED", {"kind": "Pod", "spec": {"schedulingGates": [{"name": "other"}]}}, False),
+        ("ADDED", {"kind": "Pod", "spec": {}}, False),
+        ("ADDED", {"kind": "Node"}, True),
+        ("MODIFIED", {"kind": "Node"}, False),
+        ("DELETED", {"kind": "ConfigMap"}, False),
+    ],
+)
+def test_the_events_that_may_let_a_held_gang_go(event: str, obj: dict[str, Any], may: bool) -> None:
+    assert release.may_release(event, obj) is may

@@ -138,6 +138,25 @@ async def test_the_snapshot_is_only_mutated_on_the_loop_thread() -> None:
 # -- watch events --------------------------------------------------------------------------------
 
 
+async def test_listeners_see_each_watch_event_once_the_snapshot_holds_it() -> None:
+    lister = InMemoryLister([pod("p1")])
+    seen: list[tuple[str, str, bool]] = []
+    async with running(lister) as watch_cache:
+
+        def listener(event: str, obj: dict[str, Any]) -> None:
+            name = obj["metadata"]["name"]
+            held = watch_cache.snapshot.get("v1", "Pod", "team-a", name) is not None
+            seen.append((event, name, held))
+
+        watch_cache.listeners.append(listener)
+        await synced(watch_cache)
+        lister.put(pod("p2"))
+        await eventually(lambda: ("ADDED", "p2", True) in seen)
+        lister.delete(pod("p2"))
+        await eventually(lambda: ("DELETED", "p2", False) in seen)
+    assert [s for s in seen if s[1] == "p2"] == [("ADDED", "p2", True), ("DELETED", "p2", False)]
+
+
 async def test_watch_events_add_modify_and_delete() -> None:
     lister = InMemoryLister([node("n1", "zone-a"), pod("p1")])
     async with running(lister) as watch_cache:

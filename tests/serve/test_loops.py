@@ -42,3 +42,71 @@ async def test_a_stopped_loop_runs_no_step() -> None:
     calls: list[int] = []
     await loops.every(60, lambda: calls.append(1), stop, what="a pass", log=log)
     assert calls == []
+
+
+async def test_a_wake_runs_the_woken_step_between_periodic_steps_after_it_settles() -> None:
+    """The period goes on as before; each wake makes one woken run, ``settle`` after it, and a
+    burst of wakes within that time makes one."""
+    stop, wake = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+    woke_at: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def woken() -> None:
+        calls.append("woken")
+        woke_at.append(loop.time())
+
+    async def drive() -> None:
+        await asyncio.sleep(0.05)
+        started = loop.time()
+        for _ in range(5):  # a burst
+            wake.set()
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.3)
+        stop.set()
+        assert woke_at and woke_at[0] - started >= 0.1
+
+    task = asyncio.ensure_future(drive())
+    await asyncio.wait_for(
+        loops.every(
+            60,
+            lambda: calls.append("step"),
+            stop,
+            what="a pass",
+            log=log,
+            wake=wake,
+            woken=woken,
+            settle=0.1,
+        ),
+        5,
+    )
+    await task
+    assert calls == ["step", "woken"]
+
+
+async def test_a_stop_while_settling_runs_nothing_more() -> None:
+    stop, wake = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    async def drive() -> None:
+        await asyncio.sleep(0.02)
+        wake.set()
+        await asyncio.sleep(0.02)
+        stop.set()
+
+    task = asyncio.ensure_future(drive())
+    await asyncio.wait_for(
+        loops.every(
+            60,
+            lambda: calls.append("step"),
+            stop,
+            what="a pass",
+            log=log,
+            wake=wake,
+            woken=lambda: calls.append("woken"),
+            settle=1.0,
+        ),
+        5,
+    )
+    await task
+    assert calls == ["step"]

@@ -308,3 +308,32 @@ async def test_a_view_that_lags_behind_a_release_never_moves_the_gang(now: datet
     (policy,) = [o for (_, k, _, _), o in world.api.objects.items() if k == "CiliumNetworkPolicy"]
     assert policy["spec"]["endpointSelector"]["matchLabels"][labels.ZONE] == "zone-b"
     assert {p["metadata"]["labels"][labels.ZONE] for p in world.pods("llama")} == {"zone-b"}
+
+
+async def test_an_event_that_frees_room_wakes_the_releaser_only_while_a_gang_is_held(
+    now: datetime,
+) -> None:
+    world = World([*cluster(), *held_job("j", 2, now)], now)
+    deleted = {"kind": "Pod", "metadata": {"name": "x", "namespace": NS}, "spec": {}}
+    world.releaser.notice("MODIFIED", {"kind": "Node"})
+    assert not world.releaser.wake.is_set()
+    world.releaser.notice("DELETED", deleted)
+    assert world.releaser.wake.is_set()
+
+    idle = World(cluster(), now)
+    idle.releaser.notice("DELETED", deleted)
+    assert not idle.releaser.wake.is_set()
+
+
+async def test_a_woken_pass_releases_but_says_nothing_about_the_gangs_that_wait(
+    now: datetime,
+) -> None:
+    """Why a gang waits is said by the periodic passes only: events would multiply those writes."""
+    world = World(
+        [*cluster(a=1, b=1, c=1), *held_job("fits", 1, now), *held_job("big", 4, now)], now
+    )
+    entries = await world.releaser.release_now()
+    assert [e["outcome"] for e in entries] == ["released"]
+    assert world.gated("big") and not world.gated("fits")
+    assert not any(labels.HELD_WHY in p["metadata"].get("annotations", {}) for p in world.pods())
+    assert [e["outcome"] for e in await world.pass_()] == ["held"]

@@ -63,7 +63,7 @@ from webhook.core.objects import Obj, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig
-from webhook.core.view import TERMINAL_PHASES, ClusterView, PodSummary, ZoneNodes
+from webhook.core.view import TERMINAL_PHASES, ClusterView, PodSummary, ZoneNodes, has_gate
 
 #: Reasons a gang is released (``podium_releases_total{reason}``), beside ``placement``'s own.
 COMPLETED = "completed"
@@ -234,6 +234,23 @@ def plan(
         waits.append(_waiting(held, fit, waiting, head_zone=head))
     counts = {h.key: len(h.held) for h in gangs}
     return Plan(tuple(releases), tuple(waits), counts)
+
+
+def may_release(event: str, obj: Obj) -> bool:
+    """Whether a watch event can let a held gang go before the next periodic pass: a pod that
+    ends or goes (its room frees), a new pod behind podium's gate (its gang may now be whole), a
+    new node. The releaser then passes at once instead of up to ``release-interval-seconds``
+    later, as kube-scheduler and Kueue react to the same events."""
+    kind = obj.get("kind")
+    if kind == "Node":
+        return event == "ADDED"
+    if kind != "Pod":
+        return False
+    if event == "DELETED":
+        return True
+    if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return True
+    return event == "ADDED" and has_gate(obj.get("spec") or {})
 
 
 # -- readiness -------------------------------------------------------------------------------

@@ -803,6 +803,10 @@ class ClusterView:
             if key == labels.JOB:
                 yield namespace, value
 
+    def holds_any(self) -> bool:
+        """Some gang has a pod behind podium's gate (``held_gangs`` without building the list)."""
+        return bool(self._held)
+
     def held_gangs(self) -> list[tuple[str, str]]:
         """``(namespace, gang key)`` of every gang with a pod behind podium's gate that has not
         finished (``zone-chooser: hold``), sorted."""

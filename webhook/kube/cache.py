@@ -172,6 +172,9 @@ class WatchCache:
         self.backoff_initial = backoff_initial
         self.backoff_cap = backoff_cap
         self.ready = asyncio.Event()
+        #: Called with each watch event once the snapshot holds it (on the loop thread); a
+        #: listener must be quick and must not raise.
+        self.listeners: list[Callable[[EventType, Obj], None]] = []
         self._status = {r: _Status() for r in self.resources}
         # What a read-through may fetch: the kinds between a pod and its job, watched whole.
         self._owners = {
@@ -353,6 +356,8 @@ class WatchCache:
         else:
             status.names.add(_name_of(obj))
         self.snapshot.apply(event, obj)
+        for listener in self.listeners:
+            listener(event, obj)
 
     def _apply_page(self, resource: Resource, items: list[dict[str, Any]]) -> None:
         status = self._status[resource]

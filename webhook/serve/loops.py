@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -62,16 +63,45 @@ async def every(
     *,
     what: str,
     log: logging.Logger,
+    wake: asyncio.Event | None = None,
+    woken: Callable[[], Awaitable[object] | object] | None = None,
+    settle: float = 0.2,
 ) -> None:
     """Run ``step`` (sync or async) every ``seconds`` until ``stop``. A step that fails is logged
     as ``"<what> failed"`` and the loop goes on: a broken pass must not end the loop, nor the
-    server."""
+    server. Between two steps, each time ``wake`` is set, ``woken`` runs (after ``settle``
+    seconds, so that a burst of events makes one run, and never closer than that to the previous
+    one); the steps keep their period."""
     while not stop.is_set():
-        try:
-            result = step()
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("%s failed", what)
+        await _run(step, what=what, log=log)
+        deadline = time.monotonic() + seconds
+        while wake is not None and woken is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not await _first(wake, stop, left) or stop.is_set():
+                break
+            if await _first(stop, None, settle):
+                return
+            wake.clear()
+            await _run(woken, what=what, log=log)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=seconds)
+            await asyncio.wait_for(stop.wait(), timeout=max(0.0, deadline - time.monotonic()))
+
+
+async def _run(
+    step: Callable[[], Awaitable[object] | object], *, what: str, log: logging.Logger
+) -> None:
+    try:
+        result = step()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("%s failed", what)
+
+
+async def _first(event: asyncio.Event, other: asyncio.Event | None, timeout: float) -> bool:
+    """Wait until ``event`` or ``other`` is set, at most ``timeout`` seconds; whether one is."""
+    waits = [asyncio.ensure_future(e.wait()) for e in (event, other) if e is not None]
+    done, pending = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    return bool(done)

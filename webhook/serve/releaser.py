@@ -1,7 +1,8 @@
 """The releaser (``zone-chooser: hold``): carries ``release.plan`` out while this replica leads.
 
 Every ``release-interval-seconds`` the leader plans from the view (``webhook.core.release``, pure)
-and, for each gang to release:
+— and in between, soon after a watch event that may let a held gang go (a pod ends or goes, a
+held pod or a node comes: ``release.may_release``) — and, for each gang to release:
 
 1. creates the gang's decision record (or replaces it, on a re-decision) and then its policy —
    **before** any pod is ungated, so a released pod is never without its allow policy, and a
@@ -34,12 +35,17 @@ from datetime import datetime
 
 from webhook.core import audit, labels, release
 from webhook.core.audit import EffectEntry
+from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.view import TERMINAL_PHASES, has_gate
 from webhook.kube import errors
 from webhook.serve import loops
 
 log = logging.getLogger("podium.releaser")
+
+#: How long a woken pass waits for the rest of a burst of events (a gang's pods deleted one by
+#: one): the least time between two passes.
+WAKE_SETTLE_SECONDS = 0.2
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -54,9 +60,27 @@ class Releaser(loops.LeaderPass):
     _whys: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
     #: The why last written on each held pod (by UID), until the view shows it.
     _said: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
+    #: Set by `notice` when a watch event may let a held gang go: `run` passes at once.
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
 
     def __post_init__(self) -> None:
         self.user = self.user or self.settings.own_user
+
+    def notice(self, event: str, obj: Obj) -> None:
+        """A watch cache listener: wake `run` when the event may let a held gang go."""
+        if self.view().holds_any() and release.may_release(event, obj):
+            self.wake.set()
+
+    async def release_now(self) -> list[audit.AuditEntry]:
+        """A pass woken by an event: the releases only. Why the others wait is said by the
+        periodic passes, so that events do not multiply the writes on held pods; and a gang
+        whose size the job cannot tell still needs its pod count unchanged over a whole period
+        (``stable`` is the periodic passes' count)."""
+        if not self.acting():
+            return []
+        now = self.clock()
+        planned = release.plan(self.view(), self.settings, now=now, stable=self._counts)
+        return [await self.execute(r, now=now) for r in planned.releases]
 
     async def run_once(self) -> list[audit.AuditEntry]:
         """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
@@ -206,13 +230,17 @@ class Releaser(loops.LeaderPass):
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
-        """A pass every ``release-interval-seconds`` until ``stop``; a failed pass is logged."""
+        """A pass every ``release-interval-seconds`` until ``stop``, and one soon after each
+        `notice` in between; a failed pass is logged."""
         await loops.every(
             self.settings.release_interval_seconds,
             self.run_once,
             stop,
             what="release pass",
             log=log,
+            wake=self.wake,
+            woken=self.release_now,
+            settle=min(WAKE_SETTLE_SECONDS, self.settings.release_interval_seconds),
         )
 
 

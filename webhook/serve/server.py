@@ -570,6 +570,7 @@ def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
         observe=parts.recorder.observe,
         meter=parts.meter,
     )
+    parts.watch_cache.listeners.append(releasing.notice)
     return elector.run, keeper.run, releasing.run
 
 
