@@ -48,14 +48,7 @@ def markdown(results: Mapping[str, Any]) -> str:
         "window: "
         + ", ".join(f"seed {s} {load:.2f}×" for s, load in sorted(params["offered_load"].items()))
         + f" of capacity. Runs: {results['wall_s'] / 60:.1f} min wall in all on "
-        f"{results['machine']['cpus']} CPUs, podium and the harness at commit "
-        f"{results['source']['commit'][:7]}"
-        + (
-            f" with {results['source']['changed_files']} files changed"
-            if results["source"]["changed_files"]
-            else ""
-        )
-        + ".",
+        f"{results['machine']['cpus']} CPUs, podium and the harness at {_sources(results)}.",
         "",
         "### Placement outcomes",
         "",
@@ -129,6 +122,21 @@ def markdown(results: Mapping[str, Any]) -> str:
             counts = ", ".join(f"{k} {v}" for k, v in run["metrics"]["reasons"].items())
             lines.append(f"* {run['arm']} seed {run['seed']}: {counts}")
     return "\n".join(lines) + "\n"
+
+
+def _sources(results: Mapping[str, Any]) -> str:
+    """The commit the runs were made at, or each commit and the arms run at it."""
+    arms_at: dict[str, list[str]] = {}
+    for run in _runs(results):
+        source = run.get("source") or results["source"]
+        at = f"{source['commit'][:7]}" + (
+            f" with {source['changed_files']} files changed" if source["changed_files"] else ""
+        )
+        if run["arm"] not in arms_at.setdefault(at, []):
+            arms_at[at].append(run["arm"])
+    if len(arms_at) == 1:
+        return f"commit {next(iter(arms_at))}"
+    return "commits " + "; ".join(f"{at} ({', '.join(names)})" for at, names in arms_at.items())
 
 
 def _check(ok: bool | None, figures: str) -> tuple[str, bool | None]:

@@ -148,6 +148,7 @@ def _earlier(
         key = (run["arm"], run["seed"])
         if key in old_records:  # its numbers recomputed: the analysis may have changed since
             run["metrics"] = analysis.metrics(old_records[key])
+            run.setdefault("source", old["source"])  # runs saved before each kept its own
             runs[key], records[key] = run, old_records[key]
     return runs, records
 
@@ -180,6 +181,7 @@ def _one_run(
         "errors": len(record["errors"]),
         "setup_s": record["setup_s"],
         "wall_s": round(time.monotonic() - started, 1),
+        "source": source(),
     }
     for error in record["errors"][:5]:
         print(f"  error: {error}", flush=True)
