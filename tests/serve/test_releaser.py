@@ -337,3 +337,27 @@ async def test_a_woken_pass_releases_but_says_nothing_about_the_gangs_that_wait(
     assert world.gated("big") and not world.gated("fits")
     assert not any(labels.HELD_WHY in p["metadata"].get("annotations", {}) for p in world.pods())
     assert [e["outcome"] for e in await world.pass_()] == ["held"]
+
+
+async def test_a_woken_pass_waits_until_the_view_shows_the_pods_it_released(now: datetime) -> None:
+    """Right after a release the watch may not have delivered the ungated pods yet: the view
+    would count their room as free. A woken pass then releases nothing; once the view shows
+    them, it goes on."""
+    world = World([*cluster(a=1, b=1, c=1), *held_job("first", 1, now)], now)
+    stale = world.view()
+    assert [e["outcome"] for e in await world.releaser.release_now()] == ["released"]
+    for obj in held_job("second", 1, now):
+        world.api.put(obj)
+    fresh = world.view()
+    world.releaser.view = lambda: stale_with(stale, fresh)
+    assert await world.releaser.release_now() == []
+    world.releaser.view = world.view
+    assert [e["outcome"] for e in await world.releaser.release_now()] == ["released"]
+
+
+def stale_with(stale: ClusterView, fresh: ClusterView) -> ClusterView:
+    """``fresh`` but with the pods ``stale`` still shows gated put back as they were there."""
+    for pod in stale.pods_in(NS):
+        if pod["spec"].get("schedulingGates"):
+            fresh.apply("MODIFIED", pod)
+    return fresh

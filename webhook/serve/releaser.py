@@ -37,7 +37,7 @@ from webhook.core import audit, labels, release
 from webhook.core.audit import EffectEntry
 from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
-from webhook.core.view import TERMINAL_PHASES, has_gate
+from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
 from webhook.serve import loops
 
@@ -62,6 +62,8 @@ class Releaser(loops.LeaderPass):
     _said: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
     #: Set by `notice` when a watch event may let a held gang go: `run` passes at once.
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
+    #: Pods this replica ungated that the view still shows gated, as (namespace, name, UID).
+    _unseen: set[tuple[str, str, str]] = dataclasses.field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.user = self.user or self.settings.own_user
@@ -78,9 +80,23 @@ class Releaser(loops.LeaderPass):
         (``stable`` is the periodic passes' count)."""
         if not self.acting():
             return []
+        view = self.view()
+        if not self._caught_up(view):
+            return []
         now = self.clock()
-        planned = release.plan(self.view(), self.settings, now=now, stable=self._counts)
+        planned = release.plan(view, self.settings, now=now, stable=self._counts)
         return [await self.execute(r, now=now) for r in planned.releases]
+
+    def _caught_up(self, view: ClusterView) -> bool:
+        """The view shows every pod this replica ungated as released (or gone). Until it does,
+        the room those pods take is not counted, and a woken pass, coming a fraction of a second
+        after the last, waits for the next event or period rather than plan room twice."""
+        self._unseen = {
+            (namespace, name, uid)
+            for namespace, name, uid in self._unseen
+            if (pod := view.pod(namespace, name)) is not None and pod.uid == uid and pod.gated
+        }
+        return not self._unseen
 
     async def run_once(self) -> list[audit.AuditEntry]:
         """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
@@ -227,6 +243,7 @@ class Releaser(loops.LeaderPass):
             return False
         patch = release.release_patch(pod, planned, self.settings)
         await self.api.json_patch("v1", "Pod", ref.namespace, ref.name, patch)
+        self._unseen.add((ref.namespace, ref.name, ref.uid))
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
