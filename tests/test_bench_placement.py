@@ -427,7 +427,7 @@ def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
     names = (
         "podium",
         "podium-hold",
-        "podium-hold-untimed",
+        "podium-hold-timeout",
         "podium-hold-fit-first",
         "podium-scheduler",
         "podium-uncompressed",
@@ -445,17 +445,18 @@ def test_the_podium_arms_configure_podium_with_settings_it_knows() -> None:
     compressed = 600 / (60 * trace.SIM_MINUTES_PER_SECOND)
     for name in ("podium", "podium-hold", "podium-scheduler"):
         assert parsed[name].reservation_seconds == compressed, name
-    assert parsed["podium-hold"].hold_timeout_seconds == 1800 / (60 * trace.SIM_MINUTES_PER_SECOND)
+    # The hold runs with podium's defaults: no timeout.
+    assert parsed["podium-hold"].hold_timeout_seconds == Settings().hold_timeout_seconds == 0
     assert parsed["podium-uncompressed"] == Settings.from_mapping({"zone-chooser": "pin"})
-    # The hold's ablations each take away one trade-off more, and nothing else.
+    # Each variant of the hold changes one setting, and nothing else.
     hold = parsed["podium-hold"]
-    untimed = dataclasses.replace(hold, hold_timeout_seconds=0)
-    assert parsed["podium-hold-untimed"] == untimed
-    fit_first = dataclasses.replace(untimed, hold_order=HoldOrder.FIT_FIRST)
-    assert parsed["podium-hold-fit-first"] == fit_first
-    # Only the hold (of podium's modes) and Kueue run where kube-scheduler has no gang gates:
-    # they are the alternatives for such clusters.
-    holds = ["podium-hold", "podium-hold-untimed", "podium-hold-fit-first"]
+    compressed_timeout = 1800 / (60 * trace.SIM_MINUTES_PER_SECOND)
+    timed = dataclasses.replace(hold, hold_timeout_seconds=compressed_timeout)
+    assert parsed["podium-hold-timeout"] == timed
+    assert parsed["podium-hold-fit-first"] == dataclasses.replace(
+        hold, hold_order=HoldOrder.FIT_FIRST
+    )
+    holds = ["podium-hold", "podium-hold-timeout", "podium-hold-fit-first"]
     assert {name for name, arm in built.items() if not arm.gang_gates} == set(holds)
     ungated = [name for name in arms.ARMS if not arms.ARMS[name]().gang_gates]
     assert ungated == [*holds, "kueue-tas"]

@@ -58,17 +58,20 @@ PODIUM_RESERVATION_SIM_SECONDS = 600.0
 PODIUM_STUDY_CONFIG = (
     f"reservation-seconds: {PODIUM_RESERVATION_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
 )
-#: The hold's other span of job time, compressed the same way: a held gang that still fits no zone
-#: after ``hold-timeout-seconds`` (default 1800 s, 30 minutes) is released pinned to the roomiest
-#: zone — 30 simulated minutes are 30 real seconds here. The releaser's period
-#: (``release-interval-seconds``, 2 s) is not compressed: podium also passes 0.2 s (12 simulated
-#: seconds) after each pod that ends or goes and each held pod that comes, the lag that counts;
-#: the study's room → last bind metric shows what it costs.
+#: podium's hold with its defaults: a gang waits until one zone has room for all of it. The
+#: releaser's period (``release-interval-seconds``, 2 s) is not compressed: podium also passes
+#: 0.2 s (12 simulated seconds) after each pod that ends or goes and each held pod that comes,
+#: the lag that counts; the study's room → last bind metric shows what it costs.
+PODIUM_HOLD_CONFIG = "zone-chooser: hold\n"
+#: The hold's timeout as a cluster with an autoscaler would set it, a span of job time compressed
+#: like the reservations: a held gang that still fits no zone after 30 simulated minutes (30 real
+#: seconds here) is released pinned to the roomiest zone, whether or not it has room.
 PODIUM_HOLD_TIMEOUT_SIM_SECONDS = 1800.0
-PODIUM_HOLD_CONFIG = (
-    "zone-chooser: hold\n"
+PODIUM_HOLD_TIMEOUT_CONFIG = (
     f"hold-timeout-seconds: {PODIUM_HOLD_TIMEOUT_SIM_SECONDS / (60 * SIM_MINUTES_PER_SECOND):g}\n"
 )
+#: The hold without its order rule: every gang that fits goes, none keeps a zone draining for it.
+PODIUM_FIT_FIRST_CONFIG = "hold-order: fit-first\n"
 
 
 @dataclass
@@ -230,38 +233,27 @@ def podium_uncompressed() -> Arm:
 
 
 def podium_hold() -> Arm:
-    """podium's hold on a cluster without the scheduler's gang gates: nothing but podium keeps a
-    gang from binding partially."""
+    """podium's hold, its settings at their defaults, on a cluster without the scheduler's gang
+    gates: nothing but podium keeps a gang from binding partially."""
     return PodiumArm(
         name="podium-hold", config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG, gang_gates=False
     )
 
 
-#: The hold's two trade-offs, taken away one after the other (``--arms``): its timeout (a gang held
-#: ``hold-timeout-seconds`` is released pinned whether or not its zone has room — for an
-#: autoscaler to see it — so without one it binds partially), then its order (the oldest gang that
-#: fits nowhere keeps a zone draining for it).
-PODIUM_UNTIMED_CONFIG = "hold-timeout-seconds: 0\n"
-PODIUM_FIT_FIRST_CONFIG = "hold-order: fit-first\n"
-
-
-def podium_hold_untimed() -> Arm:
-    """The hold without its timeout: a gang waits until a zone has room for all of it."""
+def podium_hold_timeout() -> Arm:
+    """The hold with a 30-minute timeout, as for an autoscaler (``--arms``)."""
     return PodiumArm(
-        name="podium-hold-untimed",
-        config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG + PODIUM_UNTIMED_CONFIG,
+        name="podium-hold-timeout",
+        config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG + PODIUM_HOLD_TIMEOUT_CONFIG,
         gang_gates=False,
     )
 
 
 def podium_hold_fit_first() -> Arm:
-    """The hold without its timeout and without the head's zone: every gang that fits goes."""
+    """The hold with ``hold-order: fit-first`` (``--arms``)."""
     return PodiumArm(
         name="podium-hold-fit-first",
-        config=PODIUM_STUDY_CONFIG
-        + PODIUM_HOLD_CONFIG
-        + PODIUM_UNTIMED_CONFIG
-        + PODIUM_FIT_FIRST_CONFIG,
+        config=PODIUM_STUDY_CONFIG + PODIUM_HOLD_CONFIG + PODIUM_FIT_FIRST_CONFIG,
         gang_gates=False,
     )
 
@@ -278,7 +270,7 @@ ARMS: dict[str, Callable[[], Arm]] = {
     "self-affinity": SelfAffinity,
     "podium": PodiumArm,
     "podium-hold": podium_hold,
-    "podium-hold-untimed": podium_hold_untimed,
+    "podium-hold-timeout": podium_hold_timeout,
     "podium-hold-fit-first": podium_hold_fit_first,
     "scheduler": SchedulerGang,
     "podium-scheduler": podium_scheduler,

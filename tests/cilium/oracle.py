@@ -167,4 +167,3 @@ class Oracle:
             pruned=tuple(out["pruned"]),
             verdicts=verdicts,
         )
-

@@ -40,7 +40,7 @@ def test_settings_of_the_hold() -> None:
         TooBig.SPREAD,
     )
     assert Settings.from_mapping({"zone-chooser": "podium"}).zone_chooser is ZoneChooser.PIN
-    assert (Settings().hold_timeout_seconds, Settings().too_big) == (1800.0, TooBig.HOLD)
+    assert (Settings().hold_timeout_seconds, Settings().too_big) == (0.0, TooBig.HOLD)
     for bad in ({"hold-timeout-seconds": -1}, {"too-big": "split"}, {"zone-chooser": "wait"}):
         with pytest.raises(SettingsError):
             Settings.from_mapping(bad)

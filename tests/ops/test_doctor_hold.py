@@ -1,6 +1,7 @@
 """``podium doctor`` on held gangs (``zone-chooser: hold``): a held job is neither "not pinned"
 nor "without policy" — it is held, with the releaser's why; a hold longer than half of
-``hold-timeout-seconds`` and a job too big for any zone are findings."""
+``hold-timeout-seconds`` (without one, half an hour) and a job too big for any zone are
+findings."""
 
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ def test_a_long_hold_is_flagged(now: datetime) -> None:
     (finding,) = doctor.diagnose(objects, settings, now=now).findings
     assert finding.check == "long-hold" and finding.detail.startswith("held 3600s")
     assert "podium's releaser" in finding.fix and len(finding.pods) == 4
+
+
+@pytest.mark.parametrize(("minutes", "flagged"), [(29, False), (31, True)])
+def test_without_a_hold_timeout_a_hold_over_half_an_hour_is_flagged(
+    now: datetime, minutes: int, flagged: bool
+) -> None:
+    held = held_job("llama", 4, now - timedelta(minutes=minutes))
+    findings = doctor.diagnose([*cluster(), *hogs("c", range(5)), *held], HOLD, now=now).findings
+    assert HOLD.hold_timeout_seconds == 0
+    assert [f.check for f in findings] == (["long-hold"] if flagged else [])
+    if flagged:
+        assert "(no hold-timeout-seconds)" in findings[0].detail
 
 
 def test_a_job_too_big_for_any_zone_is_flagged_at_once(now: datetime) -> None:

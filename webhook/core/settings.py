@@ -176,8 +176,11 @@ class Settings:
     own_user: str = ""
     #: ``zone-chooser: hold``: a held gang that still fits no zone after this long is released
     #: as ``no-fit`` says (pinned to the roomiest zone, so an autoscaler scales that zone, or
-    #: unpinned): gated pods never trigger a scale-up. 0: hold for ever.
-    hold_timeout_seconds: float = 1800.0
+    #: unpinned): gated pods never trigger a scale-up. 0 (the default): hold until a zone has
+    #: room, since on a cluster of fixed size such a release binds the gang partially and its
+    #: GPUs idle (the placement study: docs/benchmarks/placement.md); set it where an autoscaler
+    #: grows the GPU nodes.
+    hold_timeout_seconds: float = 0.0
     #: ``zone-chooser: hold``: what to do with a gang no zone could hold even empty.
     too_big: TooBig = TooBig.HOLD
     #: ``zone-chooser: hold``: whether the oldest gang that fits nowhere keeps a zone for itself

@@ -516,18 +516,22 @@ def _no_leader(objects: Sequence[Obj], settings: Settings, now: datetime) -> str
     return f"{where}: {spec['holderIdentity']} last renewed it {ago}, its duration is {duration:g}s"
 
 
+#: Without ``hold-timeout-seconds``, a hold longer than this is a finding.
+LONG_HOLD_SECONDS = 1800.0
+
+
 def _check_hold(wait: release.Wait, settings: Settings, now: datetime | None, find: Find) -> None:
-    """A job too big for any zone, or held for more than half of hold-timeout-seconds."""
+    """A job too big for any zone, or held for more than half of hold-timeout-seconds (without
+    one, for more than ``LONG_HOLD_SECONDS``)."""
     pods = [p.as_object() for p in wait.held.held]
     if wait.too_big:
         find("too-big", wait.why, pods)
         return
     waited = wait.held.waited(now or datetime.now(UTC))
     timeout = settings.hold_timeout_seconds
-    if timeout and waited > timeout / 2:
-        find(
-            "long-hold", f"held {waited:.0f}s (hold-timeout-seconds {timeout:g}): {wait.why}", pods
-        )
+    if waited > (timeout / 2 if timeout else LONG_HOLD_SECONDS):
+        limit = f"hold-timeout-seconds {timeout:g}" if timeout else "no hold-timeout-seconds"
+        find("long-hold", f"held {waited:.0f}s ({limit}): {wait.why}", pods)
 
 
 #: Records one finding about the job being judged: the check, the detail, the pods concerned.

@@ -29,7 +29,8 @@ DURATION_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
-#: A gang waits seconds (room already free) to hours (``hold-timeout-seconds``, 1800 by default).
+#: A gang waits seconds (room already free) to hours (until a zone has room, or
+#: ``hold-timeout-seconds``).
 HOLD_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
 
 POLICY_KINDS = frozenset({policies.CILIUM_KIND, policies.K8S_POLICY_KIND})
