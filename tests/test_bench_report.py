@@ -44,3 +44,12 @@ def test_a_load_target_is_met_only_at_every_concurrency() -> None:
     _set_rps(results, "podium", {1: 400, 4: 400, 16: 350})
     met = {name: ok for name, _, ok in report.targets(results)}
     assert met[limit_target] is True
+
+
+def test_the_scale_phase_decides_the_pods_it_times_as_it_says() -> None:
+    """The scale phase asserts each timed admission's reason (a later pod recorded, a first pod
+    pinned best-fit): a change of podium's default mode must not break `python -m bench`."""
+    from bench.throughput import scale  # noqa: PLC0415 (tracemalloc and a view: only here)
+
+    (row,) = scale.measure_all((10,), pods_per_node=2, runs=2)
+    assert row["nodes"] == 10
