@@ -618,11 +618,11 @@ def test_a_criterion_whose_other_arm_did_not_run_is_neither_met_nor_failed() -> 
 
 def test_the_tables_say_which_commit_each_arm_ran_at() -> None:
     results = _results()
-    one = report.markdown(results)
-    assert f"at commit {results['source']['commit'][:7]}" in one
-    runs = [dict(r) for r in results["runs"]]
+    same = {"commit": "a" * 40, "changed_files": 0}
+    runs = [{**r, "source": same} for r in results["runs"]]
+    assert "at commit aaaaaaa." in report.markdown({**results, "runs": runs})
     for run in runs:
         if run["arm"] == "podium":
             run["source"] = {"commit": "f" * 40, "changed_files": 2}
     two = report.markdown({**results, "runs": runs})
-    assert "at commits " in two and "fffffff with 2 files changed (podium)" in two
+    assert "at commits aaaaaaa (" in two and "; fffffff with 2 files changed (podium)" in two
