@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -44,6 +46,34 @@ async def test_a_stopped_loop_runs_no_step() -> None:
     assert calls == []
 
 
+async def woken_loop(
+    drive: Coroutine[Any, Any, None],
+    calls: list[str],
+    stop: asyncio.Event,
+    wake: asyncio.Event,
+    woken: Callable[[], object],
+    *,
+    settle: float,
+) -> None:
+    """Run a loop with a long period (one step, "step" in ``calls``) beside ``drive``, which sets
+    ``wake`` and, in the end, ``stop``."""
+    task = asyncio.ensure_future(drive)
+    await asyncio.wait_for(
+        loops.every(
+            60,
+            lambda: calls.append("step"),
+            stop,
+            what="a pass",
+            log=log,
+            wake=wake,
+            woken=woken,
+            settle=settle,
+        ),
+        5,
+    )
+    await task
+
+
 async def test_a_wake_runs_the_woken_step_between_periodic_steps_after_it_settles() -> None:
     """The period goes on as before; each wake makes one woken run, ``settle`` after it, and a
     burst of wakes within that time makes one."""
@@ -66,21 +96,7 @@ async def test_a_wake_runs_the_woken_step_between_periodic_steps_after_it_settle
         stop.set()
         assert woke_at and woke_at[0] - started >= 0.1
 
-    task = asyncio.ensure_future(drive())
-    await asyncio.wait_for(
-        loops.every(
-            60,
-            lambda: calls.append("step"),
-            stop,
-            what="a pass",
-            log=log,
-            wake=wake,
-            woken=woken,
-            settle=0.1,
-        ),
-        5,
-    )
-    await task
+    await woken_loop(drive(), calls, stop, wake, woken, settle=0.1)
     assert calls == ["step", "woken"]
 
 
@@ -94,19 +110,5 @@ async def test_a_stop_while_settling_runs_nothing_more() -> None:
         await asyncio.sleep(0.02)
         stop.set()
 
-    task = asyncio.ensure_future(drive())
-    await asyncio.wait_for(
-        loops.every(
-            60,
-            lambda: calls.append("step"),
-            stop,
-            what="a pass",
-            log=log,
-            wake=wake,
-            woken=lambda: calls.append("woken"),
-            settle=1.0,
-        ),
-        5,
-    )
-    await task
+    await woken_loop(drive(), calls, stop, wake, lambda: calls.append("woken"), settle=1.0)
     assert calls == ["step"]
