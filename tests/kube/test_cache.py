@@ -157,6 +157,24 @@ async def test_listeners_see_each_watch_event_once_the_snapshot_holds_it() -> No
     assert [s for s in seen if s[1] == "p2"] == [("ADDED", "p2", True), ("DELETED", "p2", False)]
 
 
+async def test_a_listener_that_raises_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lister = InMemoryLister([])
+    seen: list[str] = []
+
+    def broken(event: str, obj: dict[str, Any]) -> None:
+        raise RuntimeError("a broken listener")
+
+    async with running(lister) as watch_cache:
+        watch_cache.listeners += [broken, lambda event, obj: seen.append(obj["metadata"]["name"])]
+        await synced(watch_cache)
+        lister.put(pod("p1"))
+        await eventually(lambda: seen == ["p1"])
+        assert "p1" in pod_names(watch_cache)
+    assert any("listener of the pods watch failed" in r.getMessage() for r in caplog.records)
+
+
 async def test_watch_events_add_modify_and_delete() -> None:
     lister = InMemoryLister([node("n1", "zone-a"), pod("p1")])
     async with running(lister) as watch_cache:

@@ -173,7 +173,7 @@ class WatchCache:
         self.backoff_cap = backoff_cap
         self.ready = asyncio.Event()
         #: Called with each watch event once the snapshot holds it (on the loop thread); a
-        #: listener must be quick and must not raise.
+        #: listener must be quick. One that raises is logged, and the others still run.
         self.listeners: list[Callable[[EventType, Obj], None]] = []
         self._status = {r: _Status() for r in self.resources}
         # What a read-through may fetch: the kinds between a pod and its job, watched whole.
@@ -357,7 +357,10 @@ class WatchCache:
             status.names.add(_name_of(obj))
         self.snapshot.apply(event, obj)
         for listener in self.listeners:
-            listener(event, obj)
+            try:
+                listener(event, obj)
+            except Exception:
+                log.exception("a listener of the %s watch failed", resource.name)
 
     def _apply_page(self, resource: Resource, items: list[dict[str, Any]]) -> None:
         status = self._status[resource]
