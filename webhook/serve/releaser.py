@@ -74,18 +74,40 @@ class Releaser(loops.LeaderPass):
             self.wake.set()
 
     async def release_now(self) -> list[audit.AuditEntry]:
-        """A pass woken by an event: the releases only. Why the others wait is said by the
-        periodic passes, so that events do not multiply the writes on held pods; and a gang
-        whose size the job cannot tell still needs its pod count unchanged over a whole period
-        (``stable`` is the periodic passes' count)."""
+        """A pass woken by an event: the releases only (`_pass`)."""
+        return await self._pass(woken=True)
+
+    async def run_once(self) -> list[audit.AuditEntry]:
+        """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
+        return await self._pass(woken=False)
+
+    async def _pass(self, *, woken: bool) -> list[audit.AuditEntry]:
+        """Plan and release. A periodic pass also says why the other gangs wait and keeps their
+        held pod counts (``stable``); a woken one does neither, so that events do not multiply
+        the writes on held pods, and a gang whose size the job cannot tell still needs its count
+        unchanged over a whole period. A woken pass releases nothing until the view shows what
+        this replica released (`_caught_up`)."""
         if not self.acting():
             return []
         view = self.view()
-        if not self._caught_up(view):
+        if woken and not self._caught_up(view):
             return []
         now = self.clock()
         planned = release.plan(view, self.settings, now=now, stable=self._counts)
-        return [await self.execute(r, now=now) for r in planned.releases]
+        entries = [await self.execute(r, now=now) for r in planned.releases]
+        if woken:
+            return entries
+        self._counts = dict(planned.counts)
+        for wait in planned.waits:
+            if self._whys.get(wait.held.key) != wait.why:
+                self._whys[wait.held.key] = wait.why
+                entries.append(self.write(_held_entry(wait, now)))
+        waiting = {w.held.key for w in planned.waits}
+        self._whys = {k: v for k, v in self._whys.items() if k in waiting}
+        await self._annotate(planned.waits)
+        if self.meter is not None:
+            self.meter.gangs_held.set(len(planned.waits))
+        return entries
 
     def _caught_up(self, view: ClusterView) -> bool:
         """The view shows every pod this replica ungated as released (or gone). Until it does,
@@ -97,25 +119,6 @@ class Releaser(loops.LeaderPass):
             if (pod := view.pod(namespace, name)) is not None and pod.uid == uid and pod.gated
         }
         return not self._unseen
-
-    async def run_once(self) -> list[audit.AuditEntry]:
-        """One pass; the audit entries of what it did. Nothing when not leading or not synced."""
-        if not self.acting():
-            return []
-        now = self.clock()
-        planned = release.plan(self.view(), self.settings, now=now, stable=self._counts)
-        self._counts = dict(planned.counts)
-        entries = [await self.execute(r, now=now) for r in planned.releases]
-        for wait in planned.waits:
-            if self._whys.get(wait.held.key) != wait.why:
-                self._whys[wait.held.key] = wait.why
-                entries.append(self.write(_held_entry(wait, now)))
-        waiting = {w.held.key for w in planned.waits}
-        self._whys = {k: v for k, v in self._whys.items() if k in waiting}
-        await self._annotate(planned.waits)
-        if self.meter is not None:
-            self.meter.gangs_held.set(len(planned.waits))
-        return entries
 
     async def _annotate(self, waits: Sequence[release.Wait]) -> None:
         """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
