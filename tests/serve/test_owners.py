@@ -212,7 +212,8 @@ _ref = st.fixed_dictionaries(
 @given(refs=st.lists(_ref, max_size=3) | _json)
 def test_any_owner_references_never_break_the_reader(refs: Any) -> None:
     """Owner references come from the request: whatever their shape, the reader reads at most
-    what it may and raises nothing but ``ApiError``."""
+    what it may and raises nothing but ``ApiError``; and ``lacking``, the walk without I/O that
+    runs at every creation, says exactly whether the read GETs anything."""
     pj = pytorchjob()
     view = ClusterView.from_objects(base_cluster(), zone_label=PIN.zone_label, kept=adapters.KEPT)
     api = twins.InMemoryApi()
@@ -220,7 +221,9 @@ def test_any_owner_references_never_break_the_reader(refs: Any) -> None:
     reader = owners.OwnerReader(WatchCache(view, twins.InMemoryLister()), api)
     pod = PodBuilder(NS, name="p").obj()
     pod["metadata"]["ownerReferences"] = refs
+    lacking = reader.lacking(pod, NS, view)
     read = asyncio.run(reader(pod, NS, view))
+    assert lacking == bool(api.calls)
     assert len(read) <= owners.MAX_DEPTH
     assert len(api.calls) <= owners.MAX_DEPTH
 

@@ -204,18 +204,18 @@ def _decide(
         return _skipped(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
-    if (
-        settings.zone_chooser.may_hold
-        and settings.may_write(namespace)
-        and _not_placed_elsewhere(pod) is None
-    ):
+    if settings.zone_chooser.may_hold and settings.may_write(namespace):
         recorded = recorded or _recorded(
             view,
             namespace,
             labels.object_name(gang.owner.kind, gang.owner.name, gang.key),
             gang.key,
         )
-        if _waits(pod, namespace, gang, view, settings, recorded, scheduler=scheduler):
+        # A later pod of a released gang is answered by the record alone: ask it first.
+        if (
+            _waits(pod, namespace, gang, view, settings, recorded, scheduler=scheduler)
+            and _not_placed_elsewhere(pod) is None
+        ):
             return _held(pod, namespace, gang)
     return _pin(
         pod, namespace, gang, view, settings, now=now, recorded=recorded, scheduler=scheduler

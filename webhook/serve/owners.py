@@ -70,15 +70,17 @@ class OwnerReader:
 
     def lacking(self, pod: Obj, namespace: str, view: ClusterView) -> bool:
         """Whether the walk meets an owner the view lacks or holds under another UID: only then
-        does the read cost a GET (and the admission a timeout around it)."""
+        does the read cost a GET (and the admission a timeout around it). Run at every creation,
+        so it is the walk at its cheapest: a held owner is found by its UID in the view's index,
+        and its own controller reference is derived once per version of it."""
         obj: Obj = pod
-        for _ in range(MAX_DEPTH):
-            step = self._step(obj, namespace)
-            if step is None:
+        for depth in range(MAX_DEPTH):
+            ref = controller_ref(obj) if depth == 0 else view.derived(obj, controller_ref)
+            if ref is None:
                 return False
-            held = step.held(view)
-            if held is None or _uid(held) != step.uid:
-                return True
+            held = view.by_uid(str(ref.get("uid") or ""))
+            if held is None:  # a GET only for an owner of a kind podium watches
+                return self._step(obj, namespace) is not None
             obj = held
         return False
 
