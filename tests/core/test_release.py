@@ -172,6 +172,37 @@ def test_pods_released_but_not_bound_take_room(now: datetime) -> None:
     assert names(p) == [] and p.waits[0].held.gang.owner.name == "second"
 
 
+def test_pods_on_their_way_are_counted_spread_as_the_scheduler_spreads_them(
+    now: datetime,
+) -> None:
+    """Eight 1-GPU pods released into zone-b (two 8-GPU nodes) and not bound yet: kube-scheduler
+    spreads them, 4 and 4, so no 8-GPU pod fits there until they bind. Counted first-fit they
+    would leave a whole node free, and the 8-GPU gang would be released into room that is not
+    there (the study's stuck gang, docs/benchmarks/placement.md)."""
+    small = held_job("small", 8, now - timedelta(seconds=5), gpus=1)
+    objects = [*cluster(c=0), *hogs("a", range(1)), *small]
+    once = plan(objects, now)
+    assert names(once) == [("small", "zone-b", "best-fit")]
+    released = [
+        jsonpatch.apply_patch(o, release.release_patch(o, once.releases[0], HOLD))
+        if o["kind"] == "Pod"
+        else o
+        for o in objects
+    ]
+    waiting = [*released, once.releases[0].record, *held_job("big", 1, now)]
+    p = plan(waiting, now)
+    assert names(p) == [] and p.waits[0].held.gang.owner.name == "big"
+    assert "zone-b, has 8 nvidia.com/gpu free" in p.waits[0].why
+    # Bound as they were spread, the room is what the view shows: still no whole node.
+    bound = [
+        {**o, "spec": {**o["spec"], "nodeName": f"b-{i % 2}"}, "status": {"phase": "Running"}}
+        if o["kind"] == "Pod" and o["metadata"]["name"].startswith("small")
+        else o
+        for i, o in enumerate(waiting)
+    ]
+    assert names(plan(bound, now)) == []
+
+
 # -- order: interleaved gangs, head and backfill, starvation ----------------------------------
 
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.builders import ZONE, NodeBuilder
 from webhook.core import adapters, resources, zones
@@ -133,3 +135,61 @@ def test_no_usable_node_in_any_zone() -> None:
     view = ClusterView.from_objects([NodeBuilder("n").obj()], zone_label=ZONE, kept=adapters.KEPT)
     choice = choose(view, [PodGroup(1, gpus(8))], reserved={})
     assert (choice.zone, choice.reason) == (None, zones.Reason.NO_ZONES)
+
+
+# -- spread_into: pods on their way, placed as the scheduler's LeastAllocated spreads them -----
+
+GPU = "nvidia.com/gpu"
+
+
+def test_spread_puts_each_pod_on_the_node_with_the_most_free() -> None:
+    free = [{GPU: 8, "cpu": 64}, {GPU: 8, "cpu": 64}, {GPU: 2, "cpu": 64}]
+    assert zones.spread_into([PodGroup(8, {GPU: 1, "cpu": 1})], free, GPU)
+    assert [f[GPU] for f in free] == [4, 4, 2]
+    # One more 8-GPU pod finds no node; first-fit would have said one node stays free.
+    assert not zones.spread_into([PodGroup(1, {GPU: 8})], free, GPU)
+    assert zones.pack_into([PodGroup(8, {GPU: 1})], packed := [{GPU: 8}, {GPU: 8}], GPU)
+    assert packed == [{GPU: 0}, {GPU: 8}]
+
+
+def test_spread_passes_over_a_node_short_of_another_resource() -> None:
+    free = [{GPU: 8, "cpu": 0}, {GPU: 4, "cpu": 8}]
+    assert zones.spread_into([PodGroup(2, {GPU: 1, "cpu": 1})], free, GPU)
+    assert free == [{GPU: 8, "cpu": 0}, {GPU: 2, "cpu": 6}]
+
+
+def test_a_pod_that_fits_nowhere_leaves_the_other_nodes_for_smaller_pods() -> None:
+    free = [{GPU: 4}, {GPU: 4}]
+    assert not zones.spread_into([PodGroup(1, {GPU: 8}), PodGroup(2, {GPU: 2})], free, GPU)
+    assert free == [{GPU: 2}, {GPU: 2}]
+
+
+def test_spread_is_bounded_whatever_a_job_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``SPREAD_LIMIT`` pods one by one, the rest is packed first-fit in one go; a pod that
+    asks for nothing takes no room, however many there are."""
+    monkeypatch.setattr(zones, "SPREAD_LIMIT", 3)
+    free = [{"memory": 10**12}, {"memory": 10**12}]
+    groups = [PodGroup(10**6, {"memory": 1}), PodGroup(10**15, {})]
+    assert zones.spread_into(groups, free, "memory")
+    assert free == [{"memory": 10**12 - 2 - (10**6 - 3)}, {"memory": 10**12 - 1}]
+
+
+_requests = st.dictionaries(st.sampled_from([GPU, "cpu"]), st.integers(0, 8), max_size=2)
+
+
+@given(
+    demand=st.lists(st.builds(PodGroup, st.integers(0, 12), _requests), max_size=4),
+    free=st.lists(
+        st.fixed_dictionaries({GPU: st.integers(0, 8), "cpu": st.integers(0, 8)}), max_size=5
+    ),
+)
+def test_spread_takes_only_what_is_free_and_all_of_it_when_it_says_so(
+    demand: list[PodGroup], free: list[dict[str, int]]
+) -> None:
+    before = [dict(f) for f in free]
+    ok = zones.spread_into(demand, free, GPU)
+    assert all(v >= 0 for f in free for v in f.values())
+    taken = {k: sum(b[k] - f[k] for b, f in zip(before, free, strict=True)) for k in (GPU, "cpu")}
+    asked = {k: sum(g.count * max(0, g.requests.get(k, 0)) for g in demand) for k in (GPU, "cpu")}
+    assert all(taken[k] <= asked[k] for k in taken)
+    assert not ok or taken == asked

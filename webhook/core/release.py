@@ -23,8 +23,11 @@ plan out. The rules, in the order they apply:
 * **Fit, node by node.** On the nodes of a zone the gang's pods may use (``candidate_zones`` of
   one held pod's constraint), minus bound pods (the view), first the pods already heading there
   (released, not yet bound: they reserve room until they bind, finish or go) and the gangs this
-  pass released there are packed, then the gang (first-fit decreasing on the primary resource,
-  ``zones.pack_into``). Among zones where the whole gang fits, ``placement`` chooses.
+  pass released there are placed as kube-scheduler's default scoring spreads them, each on the
+  node with the most free (``zones.spread_into``: where they will land is not known until they
+  bind, and first-fit would leave whole nodes free that the scheduler takes apart), then the
+  gang is packed (first-fit decreasing on the primary resource, ``zones.pack_into``). Among
+  zones where the whole gang fits, ``placement`` chooses.
 * **Order.** Held gangs are walked oldest first (the creationTimestamp of their oldest held pod;
   ties by gang key). With ``hold-order: oldest-first`` (the default) the first ready gang that
   fits nowhere becomes the **head**: it reserves the zone where it comes closest (the most free
@@ -365,7 +368,7 @@ def _zone_fit(
     primary: str,
 ) -> _ZoneFit:
     free = [dict(view.free_on(n)) for n in nodes.nodes.values()]
-    zones.pack_into(heading, free, primary)
+    zones.spread_into(heading, free, primary)
     left = sum(max(0, f.get(primary, 0)) for f in free)
     fits = zones.pack_into(demand, [dict(f) for f in free], primary)
     empty = [dict(n.allocatable) for n in nodes.nodes.values()]

@@ -9,6 +9,7 @@ room: the zone with the most free capacity (and a warning), or no zone, as confi
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -257,6 +258,58 @@ def pack_into(demand: Iterable[PodGroup], free: list[resources.Resources], prima
             left -= take
         ok = ok and not left
     return ok
+
+
+#: ``spread_into`` places at most this many pods one by one; any beyond (only a malformed job
+#: asks for so many) are packed first-fit, so a pass stays bounded whatever a job spec says.
+SPREAD_LIMIT = 10_000
+
+
+def spread_into(demand: Iterable[PodGroup], free: list[resources.Resources], primary: str) -> bool:
+    """Like ``pack_into``, but each pod goes to the node with the most of the primary resource
+    free among those that can take it: the way kube-scheduler's default scoring
+    (``LeastAllocated``) spreads pods that are on their way to a zone. The releaser counts the
+    pods it released that have not bound yet this way. Packed first-fit they would leave whole
+    nodes free that the scheduler in fact takes apart, and a gang of whole-node pods would be
+    released into room that is not there. Largest pods first; True when every pod found a node."""
+    heap = [(-node.get(primary, 0), i) for i, node in enumerate(free)]
+    heapq.heapify(heap)
+    budget, ok = SPREAD_LIMIT, True
+    for group in sorted(demand, key=lambda g: g.requests.get(primary, 0), reverse=True):
+        need = {k: v for k, v in group.requests.items() if v > 0}
+        left = group.count if need else 0  # a pod that asks for nothing takes no room
+        while left and budget:
+            budget -= 1
+            if not _take_most_free(heap, free, need, primary):
+                ok, left = False, 0  # no node takes one more: none takes the rest
+                break
+            left -= 1
+        if left:
+            ok = pack_into([PodGroup(left, group.requests)], free, primary) and ok
+    return ok
+
+
+def _take_most_free(
+    heap: list[tuple[int, int]],
+    free: list[resources.Resources],
+    need: Mapping[str, int],
+    primary: str,
+) -> bool:
+    """Take ``need`` from the node with the most ``primary`` free that has all of it; ``heap``
+    orders ``free``'s nodes by that, as (-free primary, index), and is kept so."""
+    passed = []
+    taken = False
+    while heap and not taken:
+        item = heapq.heappop(heap)
+        node = free[item[1]]
+        if taken := all(node.get(k, 0) >= v for k, v in need.items()):
+            for k, v in need.items():
+                node[k] = node.get(k, 0) - v
+            item = (-node.get(primary, 0), item[1])
+        passed.append(item)
+    for item in passed:
+        heapq.heappush(heap, item)
+    return taken
 
 
 def primary_of(total: Mapping[str, int], settings: Settings) -> str:
