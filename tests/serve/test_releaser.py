@@ -5,8 +5,11 @@ pods deleted while held leave nothing behind; waits are audited once per why; me
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
+
+import pytest
 
 from tests.core.test_release import cluster, held_job, hogs
 from tests.scenarios import NS
@@ -292,13 +295,17 @@ async def test_a_view_that_lags_behind_a_release_never_moves_the_gang(now: datet
     (first,) = await world.pass_()
     assert first["zone"] == "zone-b" and world.gated() == []
     # The watch has delivered the record but not yet the pods' release, and zone-b looks full:
-    # the plan decides the gang again, into zone-c. The apiserver knows better.
+    # planned from that view, the gang would be decided again, into zone-c.
     records = [o for o in world.api.objects.values() if o["kind"] == "ConfigMap"]
     lagging = [*before, *records, *hogs("b", range(2))]
     world.releaser.view = lambda: ClusterView.from_objects(
         lagging, zone_label=HOLD.zone_label, kept=adapters.KEPT
     )
-    (second,) = await world.pass_()
+    # The replica that released the pods plans nothing until its view shows them released.
+    assert await world.pass_() == []
+    # Another replica, leading now, does not know what this one released: the apiserver does.
+    successor = dataclasses.replace(world.releaser)
+    (second,) = await successor.run_once()
     assert second["zone"] == "zone-c" and second["result"].startswith("failed: ")
     assert "is released already" in second["result"]
     (record,) = records
@@ -308,6 +315,25 @@ async def test_a_view_that_lags_behind_a_release_never_moves_the_gang(now: datet
     (policy,) = [o for (_, k, _, _), o in world.api.objects.items() if k == "CiliumNetworkPolicy"]
     assert policy["spec"]["endpointSelector"]["matchLabels"][labels.ZONE] == "zone-b"
     assert {p["metadata"]["labels"][labels.ZONE] for p in world.pods("llama")} == {"zone-b"}
+
+
+async def test_a_view_that_never_catches_up_stops_the_passes_only_for_a_while(
+    now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch that lags for good is a fault of its own: after ``CATCH_UP_SECONDS`` the
+    releaser plans again, and what the apiserver says keeps each released pod where it is."""
+    world = World([*cluster(), *held_job("llama", 2, now), *held_job("next", 1, now)], now)
+    stale = world.view()
+    assert sorted(e["zone"] for e in await world.pass_()) == ["zone-a", "zone-b"]
+    zones = {p["metadata"]["name"]: p["metadata"]["labels"][labels.ZONE] for p in world.pods()}
+    world.releaser.view = lambda: stale
+    assert await world.pass_() == []
+    monkeypatch.setattr(releaser, "CATCH_UP_SECONDS", -1.0)
+    again = await world.pass_()
+    assert len(again) == 2 and all(e["pods"] == [] for e in again)
+    assert {p["metadata"]["name"]: p["metadata"]["labels"][labels.ZONE] for p in world.pods()} == (
+        zones
+    )
 
 
 async def test_an_event_that_frees_room_wakes_the_releaser_only_while_a_gang_is_held(

@@ -46,6 +46,11 @@ log = logging.getLogger("podium.releaser")
 #: How long a woken pass waits for the rest of a burst of events (a gang's pods deleted one by
 #: one): the least time between two passes.
 WAKE_SETTLE_SECONDS = 0.2
+#: How long passes wait for the view to show a pod this replica released (`_caught_up`) before
+#: they plan without it. The apiserver's own check (`_refuse_if_released`) still keeps a released
+#: gang where it is; a watch that lags this long is a fault of its own, and the releaser must
+#: not stop with it.
+CATCH_UP_SECONDS = 30.0
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -62,8 +67,9 @@ class Releaser(loops.LeaderPass):
     _said: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
     #: Set by `notice` when a watch event may let a held gang go: `run` passes at once.
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
-    #: Pods this replica ungated that the view still shows gated, as (namespace, name, UID).
-    _unseen: set[tuple[str, str, str]] = dataclasses.field(default_factory=set, init=False)
+    #: Pods this replica ungated that the view still shows gated, as (namespace, name, UID),
+    #: with the monotonic time of the release.
+    _unseen: dict[tuple[str, str, str], float] = dataclasses.field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.user = self.user or self.settings.own_user
@@ -85,12 +91,12 @@ class Releaser(loops.LeaderPass):
         """Plan and release. A periodic pass also says why the other gangs wait and keeps their
         held pod counts (``stable``); a woken one does neither, so that events do not multiply
         the writes on held pods, and a gang whose size the job cannot tell still needs its count
-        unchanged over a whole period. A woken pass releases nothing until the view shows what
-        this replica released (`_caught_up`)."""
+        unchanged over a whole period. No pass plans until the view shows what this replica
+        released (`_caught_up`)."""
         if not self.acting():
             return []
         view = self.view()
-        if woken and not self._caught_up(view):
+        if not self._caught_up(view):
             return []
         now = self.clock()
         planned = release.plan(view, self.settings, now=now, stable=self._counts)
@@ -111,14 +117,26 @@ class Releaser(loops.LeaderPass):
 
     def _caught_up(self, view: ClusterView) -> bool:
         """The view shows every pod this replica ungated as released (or gone). Until it does,
-        the room those pods take is not counted, and a woken pass, coming a fraction of a second
-        after the last, waits for the next event or period rather than plan room twice."""
-        self._unseen = {
-            (namespace, name, uid)
-            for namespace, name, uid in self._unseen
-            if (pod := view.pod(namespace, name)) is not None and pod.uid == uid and pod.gated
-        }
-        return not self._unseen
+        the room those pods take is not counted and their gang may look undecided, so a pass
+        waits for the next event or period rather than plan that room twice — for at most
+        ``CATCH_UP_SECONDS`` a pod."""
+        now = time.monotonic()
+        unseen = {}
+        for (namespace, name, uid), at in self._unseen.items():
+            pod = view.pod(namespace, name)
+            if pod is None or pod.uid != uid or not pod.gated:
+                continue
+            if now - at > CATCH_UP_SECONDS:
+                log.warning(
+                    "the view still shows %s/%s gated %.0f s after its release; planning anyway",
+                    namespace,
+                    name,
+                    now - at,
+                )
+                continue
+            unseen[namespace, name, uid] = at
+        self._unseen = unseen
+        return not unseen
 
     async def _annotate(self, waits: Sequence[release.Wait]) -> None:
         """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
@@ -246,7 +264,7 @@ class Releaser(loops.LeaderPass):
             return False
         patch = release.release_patch(pod, planned, self.settings)
         await self.api.json_patch("v1", "Pod", ref.namespace, ref.name, patch)
-        self._unseen.add((ref.namespace, ref.name, ref.uid))
+        self._unseen[ref.namespace, ref.name, ref.uid] = time.monotonic()
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
