@@ -360,6 +360,30 @@ def test_regarding_names_the_jobs_api_version_from_the_record(now: datetime) -> 
     assert pinned["regarding"]["apiVersion"] == "kubeflow.org/v2beta1"
 
 
+def test_a_trainjobs_events_regard_the_trainjob_not_its_jobset(now: datetime) -> None:
+    """The gang (and the objects' owner) is the TrainJob's JobSet; people look at the TrainJob."""
+    job = {
+        "framework": "trainjob",
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": "tune",
+        "uid": "js-uid",
+        "gang": "js-uid",
+        "shown": {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "name": "tune",
+            "uid": "tj-uid",
+        },
+    }
+    built = events.build(record(job=job), instance="i", now=now)
+    assert [e["reason"] for e in built] == ["ZonePinned", "PolicyCreated"]
+    for event in built:
+        assert event["regarding"] == {**job["shown"], "namespace": NS}
+        assert event["metadata"]["name"].startswith("podium-jobset-tune-")
+    assert "TrainJob/tune" in built[0]["note"]
+
+
 def test_long_names_and_notes_stay_within_the_apiservers_limits(now: datetime) -> None:
     job = {"framework": "jobset", "kind": "JobSet", "name": "n" * 253, "uid": "u", "gang": "u"}
     built = events.build(record(job=job, detail="é" * 2000), instance="x" * 300, now=now)

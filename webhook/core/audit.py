@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
+from webhook.core.adapters.base import Gang
 from webhook.core.engine import Decision
 from webhook.core.reviews import Request
 
@@ -47,6 +48,9 @@ class JobRef(TypedDict, total=False):
     gang: str
     demand: dict[str, int]
     demandSource: str
+    #: The object people look at for the job when it is not the owner above (a TrainJob over
+    #: its JobSet): apiVersion, kind, name, uid. Events regard it.
+    shown: dict[str, str]
 
 
 class EffectEntry(TypedDict, total=False):
@@ -149,16 +153,7 @@ def build(
         "latencyMs": round(latency_ms, 3),
     }
     if gang is not None:
-        entry["job"] = {
-            "framework": gang.framework,
-            "apiVersion": gang.owner.api_version,
-            "kind": gang.owner.kind,
-            "name": gang.owner.name,
-            "uid": gang.owner.uid,
-            "gang": gang.key,
-            "demand": gang.total,
-            "demandSource": gang.demand_source,
-        }
+        entry["job"] = job_ref(gang)
         entry["role"] = gang.role
         entry["coordinator"] = gang.coordinator
     if decision is not None and decision.shadow_of is not None and not outcome:
@@ -170,6 +165,29 @@ def build(
     if read:
         entry["read"] = list(read)
     return entry
+
+
+def job_ref(gang: Gang) -> JobRef:
+    """The job an entry about ``gang`` names."""
+    ref: JobRef = {
+        "framework": gang.framework,
+        "apiVersion": gang.owner.api_version,
+        "kind": gang.owner.kind,
+        "name": gang.owner.name,
+        "uid": gang.owner.uid,
+        "gang": gang.key,
+        "demand": gang.total,
+        "demandSource": gang.demand_source,
+    }
+    if gang.shown is not None:
+        shown = gang.shown
+        ref["shown"] = {
+            "apiVersion": shown.api_version,
+            "kind": shown.kind,
+            "name": shown.name,
+            "uid": shown.uid,
+        }
+    return ref
 
 
 def _patch_summary(patch: Sequence[Mapping[str, Any]]) -> PatchSummary:

@@ -168,16 +168,25 @@ class _JobEvents:
         if not isinstance(job, Mapping) or not namespace or not job.get("name"):
             return None
         kind, name = str(job.get("kind") or ""), str(job["name"])
-        regarding: dict[str, str] = {"kind": kind, "name": name, "namespace": namespace}
-        if job.get("apiVersion"):  # every admission's entry names it
-            regarding["apiVersion"] = str(job["apiVersion"])
-        if job.get("uid"):
-            regarding["uid"] = str(job["uid"])
+        # A TrainJob's gang is its JobSet; people look at the TrainJob (``JobRef.shown``).
+        shown = job.get("shown")
+        seen = (
+            shown if isinstance(shown, Mapping) and shown.get("kind") and shown.get("name") else job
+        )
+        regarding: dict[str, str] = {
+            "kind": str(seen["kind"]),
+            "name": str(seen["name"]),
+            "namespace": namespace,
+        }
+        if seen.get("apiVersion"):  # every admission's entry names it
+            regarding["apiVersion"] = str(seen["apiVersion"])
+        if seen.get("uid"):
+            regarding["uid"] = str(seen["uid"])
         return cls(
             namespace=namespace,
             stem=labels.object_name(kind, name, str(job.get("gang") or job.get("uid") or "")),
             regarding=regarding,
-            display=f"{kind}/{name}",
+            display=f"{regarding['kind']}/{regarding['name']}",
             instance=instance,
             now=now,
         )

@@ -292,20 +292,6 @@ def _effect(manifest: Manifest, outcome: str) -> EffectEntry:
     }
 
 
-def _job_ref(held: release.HeldGang) -> audit.JobRef:
-    gang = held.gang
-    return {
-        "framework": gang.framework,
-        "apiVersion": gang.owner.api_version,
-        "kind": gang.owner.kind,
-        "name": gang.owner.name,
-        "uid": gang.owner.uid,
-        "gang": gang.key,
-        "demand": dict(gang.total),
-        "demandSource": gang.demand_source,
-    }
-
-
 def _released_entry(
     planned: release.Release,
     *,
@@ -334,7 +320,7 @@ def _released_entry(
     )
     entry["namespace"] = held.namespace
     entry["zone"] = planned.zone
-    entry["job"] = _job_ref(held)
+    entry["job"] = audit.job_ref(held.gang)
     entry["action"] = "release"
     entry["result"] = "released" if error is None else f"failed: {error}"
     entry["pods"] = released
@@ -353,7 +339,7 @@ def _held_entry(wait: release.Wait, now: datetime) -> audit.AuditEntry:
         detail=wait.why,
     )
     entry["namespace"] = wait.held.namespace
-    entry["job"] = _job_ref(wait.held)
+    entry["job"] = audit.job_ref(wait.held.gang)
     entry["action"] = "wait"
     entry["result"] = f"position {wait.position}" if wait.position else "not ready"
     entry["pods"] = [p.name for p in wait.held.held]

@@ -96,6 +96,9 @@ def by_labels(n: int) -> tuple[tuple[PodGroup, ...], str]:
     return (PodGroup(n, gpus(8)),), "labels"
 
 
+#: A TrainJob's gang is its JobSet's; its Events regard the TrainJob people look at.
+SHOWN = OwnerRef(TJ["apiVersion"], "TrainJob", TJ["metadata"]["name"], TJ["metadata"]["uid"])
+
 CASES = [
     # The JobSet in the view: its spec decides demand and coordinator.
     pytest.param(
@@ -179,13 +182,13 @@ CASES = [
     pytest.param(
         jobset_pod(TJS, TJ_NODE, "node", 0, 0),
         [TJ, TJS, TJ_NODE],
-        gang(TJS, "node", True, TUNE, "job", framework="trainjob"),
+        gang(TJS, "node", True, TUNE, "job", framework="trainjob", shown=SHOWN),
         id="trainjob-node-0-0",
     ),
     pytest.param(
         jobset_pod(TJS, TJ_DATA, "dataset-initializer", 0, 0, gpu=0),
         [TJ, TJS, TJ_DATA],
-        gang(TJS, "dataset-initializer", False, TUNE, "job", framework="trainjob"),
+        gang(TJS, "dataset-initializer", False, TUNE, "job", framework="trainjob", shown=SHOWN),
         id="trainjob-initializer-is-not-coordinator",
     ),
     pytest.param(

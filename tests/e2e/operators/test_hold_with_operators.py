@@ -367,6 +367,11 @@ def test_a_job_the_operator_creates_waits_held_then_binds_whole_in_one_zone(
         for event in gang_held_events(cluster, ns):
             involved = event["involvedObject"]
             print("GangHeld on", involved.get("kind"), involved.get("name"), ":", event["message"])
+            # On the object people submitted (a TrainJob, not the JobSet it runs as).
+            assert (involved.get("kind"), involved.get("name")) == (
+                job["kind"],
+                job["metadata"]["name"],
+            ), involved
 
         ungatings = Ungatings(cluster, ns)
         try:

@@ -120,6 +120,9 @@ class Gang:
     member_labels: Mapping[str, str]
     #: The job object's annotations, when the job is in the view (``podium.dev/skip`` lives here).
     job_annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: The object people look at for this job, when it is not ``owner``: the TrainJob that
+    #: controls a JobSet. podium's Events about the gang regard it.
+    shown: OwnerRef | None = None
 
     @property
     def total(self) -> resources.Resources:

@@ -96,6 +96,7 @@ class JobSetAdapter:
             demand_source=source,
             member_labels={NAME: owner.name} if pod_labels.get(NAME) == owner.name else {},
             job_annotations=base.annotations_of(jobset),
+            shown=base.OwnerRef.from_reference(trainjob) if in_trainjob and trainjob else None,
         )
 
 
