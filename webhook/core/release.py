@@ -61,7 +61,7 @@ from webhook.core import (
     resources,
     zones,
 )
-from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, uid_of
+from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, total_of, uid_of
 from webhook.core.objects import Obj, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
@@ -196,7 +196,7 @@ def plan(
     gangs = [h for h in held_gangs(view, settings) if only is None or h.key in only]
     if not gangs:
         return Plan((), (), {})
-    heading = _heading(view, settings, now)
+    heading = _Heading(view, settings, now)
     releases: list[Release] = []
     waits: list[Wait] = []
     head: str | None = None
@@ -208,7 +208,7 @@ def plan(
             admin = _admin(held, view, settings, now, heading, unpinned=asked == "unpinned")
             releases.append(admin)
             if admin.zone is not None:
-                heading.setdefault(admin.zone, []).extend(held.gang.demand)
+                heading.add(admin.zone, held.gang.demand)
             continue
         need = needed(held, view)
         if not _ready(held, need, stable or {}):
@@ -220,7 +220,7 @@ def plan(
             zone, reason = _place(fitting, fit, settings)
             release = _release(held, view, settings, now, zone=zone, reason=reason, fit=fit)
             releases.append(release)
-            heading.setdefault(zone, []).extend(held.gang.demand)
+            heading.add(zone, held.gang.demand)
             continue
         waiting = sum(1 for w in waits if w.position) + 1
         if not fit.could_hold:
@@ -342,14 +342,14 @@ class _Fit:
         held: HeldGang,
         view: ClusterView,
         settings: Settings,
-        heading: Mapping[str, Sequence[PodGroup]],
+        heading: _Heading,
     ) -> _Fit:
         gang = held.gang
         primary = zones.primary_of(gang.total, settings)
         constraint = _constraint(held)
         out = {}
         for zone, nodes in sorted(view.candidate_zones(constraint).items()):
-            out[zone] = _zone_fit(view, nodes, gang.demand, heading.get(zone, ()), primary)
+            out[zone] = _zone_fit(heading.room(zone, nodes, primary), nodes, gang.demand, primary)
         return cls(primary, gang.total.get(primary, 0), out)
 
 
@@ -361,34 +361,62 @@ def _constraint(held: HeldGang) -> Obj:
 
 
 def _zone_fit(
-    view: ClusterView,
+    room: Sequence[resources.Resources],
     nodes: ZoneNodes,
     demand: Sequence[PodGroup],
-    heading: Sequence[PodGroup],
     primary: str,
 ) -> _ZoneFit:
-    free = [dict(view.free_on(n)) for n in nodes.nodes.values()]
-    zones.spread_into(heading, free, primary)
-    left = sum(max(0, f.get(primary, 0)) for f in free)
-    fits = zones.pack_into(demand, [dict(f) for f in free], primary)
-    empty = [dict(n.allocatable) for n in nodes.nodes.values()]
-    return _ZoneFit(fits, left, zones.pack_into(demand, empty, primary))
+    """How the gang fits the zone's ``room`` (``_Heading.room``), and whether it could fit the
+    zone empty. Packing is node by node; the sums rule out first what cannot fit at all."""
+    left = sum(max(0, f.get(primary, 0)) for f in room)
+    need = total_of(demand).get(primary, 0)
+    fits = need <= left and zones.pack_into(demand, [dict(f) for f in room], primary)
+    could_hold = fits or (
+        need <= nodes.allocatable.get(primary, 0)
+        and zones.pack_into(demand, [dict(n.allocatable) for n in nodes.nodes.values()], primary)
+    )
+    return _ZoneFit(fits, left, could_hold)
 
 
-def _heading(view: ClusterView, settings: Settings, now: datetime) -> dict[str, list[PodGroup]]:
-    """Per zone, the pods that will take room there, so the releaser counts it as taken: those
-    released into it (podium's zone label, no gate) that are not bound yet, and those of a gang
-    released into it that are not created yet (``_unborn``)."""
-    out: dict[str, list[PodGroup]] = {}
-    for namespace, key in set(view.gangs()):
-        pods = list(view.pod_summaries(namespace, {labels.JOB: key}))
-        for pod in pods:
-            zone = pod.labels.get(labels.ZONE)
-            if zone and pod.pending and not pod.gated:
-                out.setdefault(zone, []).append(PodGroup(1, pod.requests))
-        for zone, groups in _unborn(view, settings, now, namespace, key, pods).items():
-            out.setdefault(zone, []).extend(groups)
-    return out
+class _Heading:
+    """Per zone, the pods that will take room there though the view does not count them yet:
+    those released into it that are not bound yet, those of a gang released into it that are not
+    created yet (``_unborn``), and the gangs this pass releases. ``room`` spreads them over a
+    zone's nodes once per pass and node set, not once per held gang."""
+
+    def __init__(self, view: ClusterView, settings: Settings, now: datetime) -> None:
+        self._view = view
+        self._groups: dict[str, list[PodGroup]] = {}
+        #: (id of a ZoneNodes, pods heading to its zone) → (that ZoneNodes, the room per node).
+        self._rooms: dict[tuple[int, int], tuple[ZoneNodes, list[resources.Resources]]] = {}
+        for namespace, key in set(view.gangs()):
+            pods = list(view.pod_summaries(namespace, {labels.JOB: key}))
+            for pod in pods:
+                zone = pod.labels.get(labels.ZONE)
+                if zone and pod.pending and not pod.gated:
+                    self.add(zone, (PodGroup(1, pod.requests),))
+            for zone, groups in _unborn(view, settings, now, namespace, key, pods).items():
+                self.add(zone, groups)
+
+    def add(self, zone: str, groups: Sequence[PodGroup]) -> None:
+        self._groups.setdefault(zone, []).extend(groups)
+
+    def groups(self, zone: str) -> Sequence[PodGroup]:
+        return self._groups.get(zone, ())
+
+    def room(self, zone: str, nodes: ZoneNodes, primary: str) -> list[resources.Resources]:
+        """Free capacity per node of ``nodes`` (in ``zone``) once the pods heading there take
+        theirs, each on the node with the most free (``zones.spread_into``): where they land is
+        not known until they bind. Shared: do not change it."""
+        heading = self.groups(zone)
+        key = (id(nodes), len(heading))
+        kept = self._rooms.get(key)
+        if kept is not None and kept[0] is nodes:
+            return kept[1]
+        room = [dict(self._view.free_on(n)) for n in nodes.nodes.values()]
+        zones.spread_into(heading, room, primary)
+        self._rooms[key] = (nodes, room)
+        return room
 
 
 def _unborn(
@@ -523,7 +551,7 @@ def _admin(
     view: ClusterView,
     settings: Settings,
     now: datetime,
-    heading: Mapping[str, Sequence[PodGroup]],
+    heading: _Heading,
     *,
     unpinned: bool,
 ) -> Release:

@@ -230,14 +230,25 @@ def _packs(demand: Iterable[PodGroup], frees: Iterable[resources.Resources], pri
                 free.append(dict(more))
             node_free = free[at]
             at += 1
-            room = min((node_free.get(k, 0) // v for k, v in need.items()), default=left)
-            take = max(0, min(left, room))
+            take = _how_many(node_free, need, left)
             for k, v in need.items():
                 node_free[k] = node_free.get(k, 0) - v * take
             left -= take
         if left:
             return False
     return True
+
+
+def _how_many(node_free: resources.Resources, need: Mapping[str, int], most: int) -> int:
+    """How many pods that each need ``need`` (all positive) fit on a node with ``node_free``,
+    at most ``most``; stops at the first resource that allows none (most nodes, in a busy zone)."""
+    for k, v in need.items():
+        room = node_free.get(k, 0) // v
+        if room < most:
+            if room <= 0:
+                return 0
+            most = room
+    return most
 
 
 def pack_into(demand: Iterable[PodGroup], free: list[resources.Resources], primary: str) -> bool:
@@ -251,8 +262,7 @@ def pack_into(demand: Iterable[PodGroup], free: list[resources.Resources], prima
         for node_free in free:
             if not left:
                 break
-            room = min((node_free.get(k, 0) // v for k, v in need.items()), default=left)
-            take = max(0, min(left, room))
+            take = _how_many(node_free, need, left)
             for k, v in need.items():
                 node_free[k] = node_free.get(k, 0) - v * take
             left -= take
