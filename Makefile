@@ -59,9 +59,15 @@ e2e-operators: setup controlplane
 	$(BIN)/pytest -m e2e tests/e2e/operators
 
 ## The whole suite: lint, types, unit and property tests, and the end-to-end tests on a real
-## control plane.
-test: setup build lint typecheck
-	$(BIN)/pytest
+## control plane. What only some tests need (the Cilium oracles, the operators, Kueue) builds in
+## the background from the start (`testbed.build --for-tests`, log in $(VENV)/test-builds.log),
+## beside the control plane and then the rest of the suite; a test that needs a part still being
+## built waits for it, and the tests with the operators run last (tests/e2e/conftest.py).
+test: setup
+	$(PYTHON) -m testbed.build --for-tests > $(VENV)/test-builds.log 2>&1 & builds=$$!; \
+	$(MAKE) --no-print-directory build lint typecheck && $(BIN)/pytest; status=$$?; \
+	wait $$builds || { echo "background builds failed:"; tail -n 20 $(VENV)/test-builds.log; }; \
+	exit $$status
 
 ## The three real operators `make demo` runs beside podium (training-operator, mpi-operator,
 ## JobSet), built from the Go module proxy into ~/.cache/podium (about 6 minutes cold after the

@@ -1,6 +1,13 @@
 """One builder for every Go-built part of the test bed, from the Go module proxy.
 
     python -m testbed.build controlplane helm trainingoperator oracle ...
+    python -m testbed.build --for-tests
+
+``--for-tests`` builds what only some tests need, in the order they need it: the two Cilium
+verdict oracles, then the operators and Kueue that ``$PODIUM_E2E_OPERATORS`` asks to test
+(``all``, or a comma list of names). ``make test`` runs it in the background from the start, so
+that those builds overlap the control plane's and the rest of the suite instead of running one
+after the other inside it.
 
 Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
 kwok's default stages), ``helm``, ``promtool`` (Prometheus' rule checker, without service
@@ -57,6 +64,7 @@ __all__ = [
     "build_oracle",
     "build_promtool",
     "controlplane_bin_dir",
+    "for_tests",
     "go_available",
     "helm_binary",
     "main",
@@ -67,6 +75,17 @@ __all__ = [
 
 #: Every name the builder knows, in the order `main` builds them without arguments.
 NAMES: tuple[str, ...] = ("controlplane", "helm", "promtool", *OPERATORS, *QUEUEING, *ORACLES)
+#: Which operators and queueing systems the e2e tests run (``all``, or a comma list).
+E2E_ENV = "PODIUM_E2E_OPERATORS"
+
+
+def for_tests(asked: str | None = None) -> list[str]:
+    """What only some tests need (``--for-tests``): the oracles, then what ``asked`` (default
+    ``$PODIUM_E2E_OPERATORS``) names of the operators and Kueue, in `NAMES` order."""
+    value = (os.environ.get(E2E_ENV, "") if asked is None else asked).strip()
+    wanted = {v.strip() for v in value.split(",") if v.strip()}
+    every = value in ("all", "1")
+    return [*ORACLES, *(n for n in (*OPERATORS, *QUEUEING) if every or n in wanted)]
 
 
 def build(name: str) -> Path:
@@ -112,6 +131,8 @@ def oracle_binary(name: str = "oracle") -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     names = list(sys.argv[1:] if argv is None else argv) or list(NAMES)
+    if names == ["--for-tests"]:
+        names = for_tests()
     unknown = [n for n in names if n not in NAMES]
     if unknown:
         print(f"unknown: {', '.join(unknown)}; known: {', '.join(NAMES)}", file=sys.stderr)

@@ -21,18 +21,26 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run test_demo.py just before the real-operator tests, not after them.
+    """Run the tests that need the operators or Kueue last: test_demo.py, then the real-operator
+    tests, then test_kueue.py, each in collection order.
 
-    Only one mpi-operator runs per machine (its health port is a fixed :8080; the runner takes
-    a machine-wide lock for it), and the operator tests' session pool keeps theirs until the
-    session ends: the demo's own mpi-operator would wait for it in vain.
+    ``make test`` builds the operators and Kueue in the background while the rest of the suite
+    runs (``testbed.build --for-tests``): last, they find their builds done (or wait for them).
+    test_demo.py goes before the operator tests: only one mpi-operator runs per machine (its
+    health port is a fixed :8080; the runner takes a machine-wide lock for it), and the operator
+    tests' session pool keeps theirs until the session ends, so the demo's own mpi-operator
+    would wait for it in vain.
     """
-    demo = [item for item in items if item.path == HERE / "test_demo.py"]
-    rest = [item for item in items if item.path != HERE / "test_demo.py"]
     operators = HERE / "operators"
-    first = next((i for i, item in enumerate(rest) if operators in item.path.parents), None)
-    if demo and first is not None:
-        items[:] = [*rest[:first], *demo, *rest[first:]]
+
+    def stage(item: pytest.Item) -> int:
+        if item.path == HERE / "test_demo.py":
+            return 1
+        if operators in item.path.parents:
+            return 2
+        return 3 if item.path == HERE / "test_kueue.py" else 0
+
+    items.sort(key=stage)  # stable: collection order within each stage
 
 
 def controlplane_or_skip() -> Path:
