@@ -20,7 +20,7 @@ from tests.core.adapters import SAMPLES
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, resources, selectors
 from webhook.core.adapters import base, jobset, kuberay, lws, mpi, trainingoperator, volcano
-from webhook.core.view import ClusterView
+from webhook.core.view import TERMINAL_PHASES, ClusterView
 
 GPU = "nvidia.com/gpu"
 
@@ -749,3 +749,46 @@ def test_held_gangs_follow_their_gated_pods_through_every_event() -> None:
     snapshot.apply("ADDED", pod("d-0", "d"))
     snapshot.apply("ADDED", PodBuilder(NS, name="plain").gate().obj())  # no gang: not podium's
     assert snapshot.held_gangs() == [(NS, "d")]
+
+
+POD_EVENTS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("pod"),
+            st.sampled_from(["p0", "p1", "p2"]),
+            st.sampled_from(["a", "b", None]),  # podium's job label, or none
+            st.booleans(),  # gated
+            st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]),
+        ),
+        st.tuples(st.just("del-pod"), st.sampled_from(["p0", "p1", "p2"])),
+    ),
+    max_size=25,
+)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(POD_EVENTS)
+def test_released_counts_always_match_a_scan(events: list[tuple[Any, ...]]) -> None:
+    """``released`` (asked at every admission in hold mode) is kept by the pod events: it always
+    says what a scan of the gang's pods would."""
+    snap = view()
+    for event in events:
+        match event:
+            case ("pod", name, gang, gated, phase):
+                built = PodBuilder(NS, name=name).uid(f"uid-{name}").gpus(1)
+                if gang:
+                    built = built.label(labels.JOB, gang)
+                if gated:
+                    built = built.gate()
+                obj = built.obj()
+                obj["status"] = {"phase": phase}
+                snap.apply("MODIFIED", obj)
+            case ("del-pod", name):
+                snap.apply("DELETED", gpu_pod(name, None))
+        for gang in ("a", "b"):
+            scanned = [
+                p
+                for p in snap.pod_summaries(NS, {labels.JOB: gang})
+                if not p.gated and p.phase not in TERMINAL_PHASES
+            ]
+            assert snap.released(NS, gang) == len(scanned)

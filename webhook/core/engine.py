@@ -277,10 +277,7 @@ def _not_placed_elsewhere(pod: Obj) -> str | None:
 def any_released(view: ClusterView, namespace: str, gang_key: str) -> bool:
     """Some pod of the gang was released (carries its label, not podium's gate) and is not
     finished: the gang is committed to its recorded zone, and later pods follow it."""
-    return any(
-        not pod.gated and pod.phase not in TERMINAL_PHASES
-        for pod in view.pod_summaries(namespace, {labels.JOB: gang_key})
-    )
+    return view.released(namespace, gang_key) > 0
 
 
 def _held(pod: Obj, namespace: str, gang: Gang) -> Decision:

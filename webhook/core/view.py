@@ -277,6 +277,15 @@ def _held_key(pod: PodSummary) -> tuple[str, str] | None:
     return (pod.namespace, gang) if gang else None
 
 
+def _released_key(pod: PodSummary) -> tuple[str, str] | None:
+    """The pod's ``(namespace, gang)`` while it is its gang's, not behind podium's gate and not
+    finished (released, or admitted ungated), else None."""
+    gang = (
+        pod.labels.get(labels.JOB) if not pod.gated and pod.phase not in TERMINAL_PHASES else None
+    )
+    return (pod.namespace, gang) if gang else None
+
+
 def _held_fields(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     """What the view keeps of a pod behind podium's gate besides the rest: where it may go, and
     since when it waits. Nothing for any other pod."""
@@ -388,6 +397,9 @@ class ClusterView:
         #: Pods behind podium's gate, not finished, per (namespace, gang label value): the
         #: releaser's work list, so a pass costs nothing while no gang is held.
         self._held: Counter[tuple[str, str]] = Counter()
+        #: Pods of a gang neither gated nor finished, per (namespace, gang label value): a gang
+        #: with any is committed to its zone (``released``, asked at every admission).
+        self._released: Counter[tuple[str, str]] = Counter()
         #: Per gang label value: requests of its pods that are neither bound nor finished (they
         #: still need room), and of every pod seen with the label, by (namespace, name), kept
         #: after the pod is deleted while the gang has a reservable record (what is gone no
@@ -522,6 +534,8 @@ class ClusterView:
                 self._pod_index.setdefault((pod.namespace, key, value), {})[pod.name] = pod
         if held := _held_key(pod):
             self._held[held] += 1
+        if released := _released_key(pod):
+            self._released[released] += 1
         if pod.bound:
             assert pod.node is not None
             self._use(pod.node, pod.requests, 1)
@@ -544,6 +558,10 @@ class ClusterView:
             self._held[held] -= 1
             if not self._held[held]:
                 del self._held[held]
+        if released := _released_key(pod):
+            self._released[released] -= 1
+            if not self._released[released]:
+                del self._released[released]
         if pod.bound:
             assert pod.node is not None
             self._use(pod.node, pod.requests, -1)
@@ -806,6 +824,11 @@ class ClusterView:
     def holds_any(self) -> bool:
         """Some gang has a pod behind podium's gate (``held_gangs`` without building the list)."""
         return bool(self._held)
+
+    def released(self, namespace: str, gang_key: str) -> int:
+        """How many pods of the gang carry its label, are not behind podium's gate and have not
+        finished: a gang with any is committed to its recorded zone."""
+        return self._released.get((namespace, gang_key), 0)
 
     def held_gangs(self) -> list[tuple[str, str]]:
         """``(namespace, gang key)`` of every gang with a pod behind podium's gate that has not
