@@ -113,6 +113,21 @@ def apply(objects: list[dict[str, Any]], p: release.Plan) -> list[dict[str, Any]
     return out
 
 
+def ungated(objects: list[dict[str, Any]], p: release.Plan) -> list[dict[str, Any]]:
+    """The cluster right after the releaser carried out ``p``'s one release: its record written
+    and its pods ungated, none of them bound yet."""
+    (r,) = p.releases
+    assert r.record is not None
+    pods = {ref.name for ref in r.pods}
+    patched = [
+        jsonpatch.apply_patch(o, release.release_patch(o, r, HOLD))
+        if o["kind"] == "Pod" and o["metadata"]["name"] in pods
+        else o
+        for o in objects
+    ]
+    return [*patched, r.record]
+
+
 # -- fit -------------------------------------------------------------------------------------
 
 
@@ -162,13 +177,7 @@ def test_pods_released_but_not_bound_take_room(now: datetime) -> None:
     once = plan(objects, now)
     assert names(once) == [("first", "zone-b", "best-fit")]
     # Released, not bound yet (no node): zone-b's room is theirs; a new gang must not take it.
-    released = [
-        jsonpatch.apply_patch(o, release.release_patch(o, once.releases[0], HOLD))
-        if o["kind"] == "Pod"
-        else o
-        for o in objects
-    ]
-    p = plan([*released, once.releases[0].record, *held_job("second", 2, now)], now)
+    p = plan([*ungated(objects, once), *held_job("second", 2, now)], now)
     assert names(p) == [] and p.waits[0].held.gang.owner.name == "second"
 
 
@@ -183,13 +192,7 @@ def test_pods_on_their_way_are_counted_spread_as_the_scheduler_spreads_them(
     objects = [*cluster(c=0), *hogs("a", range(1)), *small]
     once = plan(objects, now)
     assert names(once) == [("small", "zone-b", "best-fit")]
-    released = [
-        jsonpatch.apply_patch(o, release.release_patch(o, once.releases[0], HOLD))
-        if o["kind"] == "Pod"
-        else o
-        for o in objects
-    ]
-    waiting = [*released, once.releases[0].record, *held_job("big", 1, now)]
+    waiting = [*ungated(objects, once), *held_job("big", 1, now)]
     p = plan(waiting, now)
     assert names(p) == [] and p.waits[0].held.gang.owner.name == "big"
     assert "zone-b, has 8 nvidia.com/gpu free" in p.waits[0].why
