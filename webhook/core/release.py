@@ -387,8 +387,8 @@ class _Heading:
     def __init__(self, view: ClusterView, settings: Settings, now: datetime) -> None:
         self._view = view
         self._groups: dict[str, list[PodGroup]] = {}
-        #: (id of a ZoneNodes, pods heading to its zone) → (that ZoneNodes, the room per node).
-        self._rooms: dict[tuple[int, int], tuple[ZoneNodes, list[resources.Resources]]] = {}
+        #: (a zone's candidate nodes, how many groups head there) → the room per node.
+        self._rooms: dict[tuple[ZoneNodes, int], list[resources.Resources]] = {}
         for namespace, key in set(view.gangs()):
             pods = list(view.pod_summaries(namespace, {labels.JOB: key}))
             for pod in pods:
@@ -409,13 +409,12 @@ class _Heading:
         theirs, each on the node with the most free (``zones.spread_into``): where they land is
         not known until they bind. Shared: do not change it."""
         heading = self.groups(zone)
-        key = (id(nodes), len(heading))
-        kept = self._rooms.get(key)
-        if kept is not None and kept[0] is nodes:
-            return kept[1]
-        room = [dict(self._view.free_on(n)) for n in nodes.nodes.values()]
-        zones.spread_into(heading, room, primary)
-        self._rooms[key] = (nodes, room)
+        key = (nodes, len(heading))  # ZoneNodes hash by identity; the list only grows
+        room = self._rooms.get(key)
+        if room is None:
+            room = [dict(self._view.free_on(n)) for n in nodes.nodes.values()]
+            zones.spread_into(heading, room, primary)
+            self._rooms[key] = room
         return room
 
 

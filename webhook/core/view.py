@@ -271,18 +271,10 @@ def has_gate(spec: Mapping[str, Any], name: str = labels.HOLD_GATE) -> bool:
     )
 
 
-def _held_key(pod: PodSummary) -> tuple[str, str] | None:
-    """The pod's ``(namespace, gang)`` while it waits behind podium's gate, else None."""
-    gang = pod.labels.get(labels.JOB) if pod.gated and pod.phase not in TERMINAL_PHASES else None
-    return (pod.namespace, gang) if gang else None
-
-
-def _released_key(pod: PodSummary) -> tuple[str, str] | None:
-    """The pod's ``(namespace, gang)`` while it is its gang's, not behind podium's gate and not
-    finished (released, or admitted ungated), else None."""
-    gang = (
-        pod.labels.get(labels.JOB) if not pod.gated and pod.phase not in TERMINAL_PHASES else None
-    )
+def _gang_key(pod: PodSummary) -> tuple[str, str] | None:
+    """The pod's ``(namespace, gang)`` while it is its gang's and not finished, else None; the
+    pod counts as held (``_held``) or released (``_released``) by whether it is gated."""
+    gang = pod.labels.get(labels.JOB) if pod.phase not in TERMINAL_PHASES else None
     return (pod.namespace, gang) if gang else None
 
 
@@ -532,10 +524,8 @@ class ClusterView:
         for key, value in pod.labels.items():
             if key in self.kept.indexed_labels:
                 self._pod_index.setdefault((pod.namespace, key, value), {})[pod.name] = pod
-        if held := _held_key(pod):
-            self._held[held] += 1
-        if released := _released_key(pod):
-            self._released[released] += 1
+        if member := _gang_key(pod):
+            (self._held if pod.gated else self._released)[member] += 1
         if pod.bound:
             assert pod.node is not None
             self._use(pod.node, pod.requests, 1)
@@ -554,14 +544,11 @@ class ClusterView:
                     del members[pod.name]
                     if not members:
                         del self._pod_index[index_key]
-        if held := _held_key(pod):
-            self._held[held] -= 1
-            if not self._held[held]:
-                del self._held[held]
-        if released := _released_key(pod):
-            self._released[released] -= 1
-            if not self._released[released]:
-                del self._released[released]
+        if member := _gang_key(pod):
+            counts = self._held if pod.gated else self._released
+            counts[member] -= 1
+            if not counts[member]:
+                del counts[member]
         if pod.bound:
             assert pod.node is not None
             self._use(pod.node, pod.requests, -1)
