@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -26,6 +25,9 @@ from bench import holdorder
 from bench.latency import burst as latency
 from bench.placement import arms, runner, study, trace
 from bench.throughput import study as throughput_study
+
+if TYPE_CHECKING:
+    from typer._click import Context  # the click typer bundles: its Context is what it passes
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 DEFAULT_COMMAND = "throughput"
@@ -35,7 +37,7 @@ class _ThroughputByDefault(TyperGroup):
     """A group whose arguments, when they name no command (none, or options only), go to
     `DEFAULT_COMMAND`; ``-h``/``--help`` alone still shows the group's help."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         if not args or (args[0].startswith("-") and args[0] not in ctx.help_option_names):
             args = [DEFAULT_COMMAND, *args]
         return super().parse_args(ctx, args)

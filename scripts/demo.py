@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -323,7 +324,7 @@ def show(
     }
 
 
-def held_then_released(records: list[dict[str, Any]]) -> dict[str, str]:
+def held_then_released(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Per job, how its gang was held at admission and released by the releaser (the audit
     trail's ``held`` admissions and its ``released`` entry), in a line."""
     held: Counter[str] = Counter()

@@ -22,7 +22,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,7 +65,7 @@ class Spec:
 def histogram(metrics_text: str, webhook: str = WEBHOOK) -> dict[str, Any]:
     """The webhook's admission-duration histogram summed over its other labels: cumulative
     bucket counts by ``le``, the count and the sum (seconds)."""
-    buckets: Counter[str] = Counter()
+    buckets: defaultdict[str, float] = defaultdict(float)  # counts are floats in the exposition
     count = total = 0.0
     for family in text_string_to_metric_families(metrics_text):
         if family.name != METRIC:

@@ -228,8 +228,9 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
     attempts = [a for v in views for a in v.attempts]
     whole = [v for v in views if v.whole_in_one_zone_s is not None]
     waits = [
-        sim_minutes(float(v.whole_in_one_zone_s) - float(v.job["arrival_s"]))  # type: ignore[arg-type]
+        sim_minutes(float(reached) - float(v.job["arrival_s"]))
         for v in whole
+        if (reached := v.whole_in_one_zone_s) is not None
     ]
     useful = stranded = 0.0
     for attempt in attempts:

@@ -80,7 +80,7 @@ def spec_of(p: dict[str, Any]) -> trace.TraceSpec:
         mean_interarrival_s=p["mean_interarrival_s"],
         pods={int(k): v for k, v in p["pods"].items()},
         gpus_per_pod={int(k): v for k, v in p["gpus_per_pod"].items()},
-        duration_min=tuple(p["duration_min"]),  # type: ignore[arg-type]
+        duration_min=tuple(p["duration_min"]),
         max_gpus=p["max_gpus"],
     )
 

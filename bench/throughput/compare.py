@@ -47,7 +47,7 @@ def main(
 ) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="podium-compare-"))
     try:
-        workers = {}
+        workers: dict[str, subprocess.Popen[str]] = {}
         for entry in entries:
             rev, _, mode = entry.partition(":")
             tree = _tree(rev, scratch)

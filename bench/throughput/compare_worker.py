@@ -19,8 +19,8 @@ try:
     from bench.throughput import servers
     from bench.throughput import study as bodies_of
 except ImportError:  # the layout before bench/throughput (b1da935)
-    from bench import run as bodies_of  # type: ignore[no-redef]
-    from bench import servers  # type: ignore[no-redef]
+    from bench import run as bodies_of  # type: ignore[no-redef, attr-defined]
+    from bench import servers  # type: ignore[no-redef, attr-defined]
 
 
 def main(nodes: int, chooser: str, scratch: Path) -> None:

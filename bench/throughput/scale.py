@@ -70,7 +70,7 @@ def _requests() -> tuple[reviews.Request, reviews.Request]:
     return later, first
 
 
-def _timed_us(fn: Callable[[], Any]) -> float:
+def _timed_us(fn: Callable[..., object]) -> float:
     started = time.perf_counter()
     fn()
     return (time.perf_counter() - started) * 1e6

@@ -49,7 +49,7 @@ def _pin(core: int | None) -> None:
         os.sched_setaffinity(0, {core})
 
 
-def podium_app(nodes: int) -> Any:
+def podium_app(nodes: int) -> server.Webhook:
     # The pin, named: a first pod is decided at admission and its record and policy created, the
     # path the load tables time ("first pod … record + policy created"). Under the hold
     # (podium's default) a first pod is only held, and `python -m bench burst` times that.
@@ -82,7 +82,7 @@ def podium_app(nodes: int) -> Any:
 STAGES = ("answer", "parse", "decide")
 
 
-def staged_app(nodes: int, stage: str) -> Any:
+def staged_app(nodes: int, stage: str) -> server.Webhook:
     """``podium_app`` whose admitter stops after ``stage`` and answers what it answered for a
     later pod (the same answer bytes as the whole admission sends)."""
     app = podium_app(nodes)
@@ -199,9 +199,10 @@ def serve_kopf(port: int, certs: Path) -> None:
 
     registry = registries.OperatorRegistry()
 
-    @kopf.on.mutate("v1", "pods", registry=registry, id="podium")
+    # kopf is typed, but an optional (bench) dependency: without it, its decorator is untyped.
+    @kopf.on.mutate("v1", "pods", registry=registry, id="podium")  # type: ignore[untyped-decorator, unused-ignore]
     def pin(patch: kopf.Patch, body: kopf.Body, **_: Any) -> None:
-        owner = next(
+        owner: dict[str, Any] = next(
             (r for r in body.metadata.get("ownerReferences") or [] if r.get("controller")), {}
         )
         patch.metadata.labels[labels.JOB] = owner.get("uid", "")
@@ -249,7 +250,8 @@ def serve_kopf(port: int, certs: Path) -> None:
 
 
 #: The servers: podium, the limit, kopf, and podium cut short after each of `STAGES`.
-Kind = enum.StrEnum(
+#: (mypy reads an enum's members only from a literal list; these are built from `STAGES`.)
+Kind = enum.StrEnum(  # type: ignore[misc]
     "Kind", [(k, k) for k in ("podium", "limit", "kopf", *(f"podium-{s}" for s in STAGES))]
 )
 
