@@ -39,7 +39,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 typecheck: setup
-	$(BIN)/mypy webhook testbed bench
+	$(BIN)/mypy
 
 unit: setup
 	$(BIN)/pytest -m "not e2e"
