@@ -23,10 +23,16 @@ What to keep of pods is handed in (``Kept``, made by the adapters registry as ``
 rather than read from the registry: every adapter reads the view, so the view imports no adapter.
 """
 
+from typing import TYPE_CHECKING
+
 from webhook.core.view.capacity import CANDIDATE_CACHE_SIZE, ZoneNodes
 from webhook.core.view.protocol import View
 from webhook.core.view.store import ClusterView
 from webhook.core.view.summaries import TERMINAL_PHASES, Kept, NodeInfo, PodSummary, has_gate
+
+if TYPE_CHECKING:
+    # ``mypy webhook`` proves the store satisfies the protocol decisions read.
+    _view: View = ClusterView(zone_label="", kept=Kept())
 
 __all__ = [
     "CANDIDATE_CACHE_SIZE",
