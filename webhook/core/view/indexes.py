@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from webhook.core import labels, resources
 from webhook.core.objects import Obj, ObjectKey, key_of
-from webhook.core.view.summaries import NodeInfo, PodSummary, gang_member
+from webhook.core.view.summaries import TERMINAL_PHASES, NodeInfo, PodSummary
 
 _T = TypeVar("_T")
 _NO_PODS: Mapping[str, PodSummary] = {}
@@ -91,6 +91,13 @@ class PodLabels:
         return self.pods.get((namespace, key, value), _NO_PODS)
 
 
+def _gang_member(pod: PodSummary) -> tuple[str, str] | None:
+    """The pod's ``(namespace, gang)`` while it is its gang's and not finished, else None; the
+    pod counts as held or released (``GangCounts``) by whether it is gated."""
+    gang = pod.labels.get(labels.JOB) if pod.phase not in TERMINAL_PHASES else None
+    return (pod.namespace, gang) if gang else None
+
+
 class GangCounts:
     """Per ``(namespace, gang)``, how many of the gang's unfinished pods are behind podium's
     gate (``held``: the releaser's work list) and how many are not (``released``: a gang with any
@@ -103,12 +110,12 @@ class GangCounts:
         self.released: Counter[tuple[str, str]] = Counter()
 
     def on_pod(self, old: PodSummary | None, new: PodSummary | None) -> None:
-        if old is not None and (member := gang_member(old)):
+        if old is not None and (member := _gang_member(old)):
             counts = self.held if old.gated else self.released
             counts[member] -= 1
             if not counts[member]:
                 del counts[member]
-        if new is not None and (member := gang_member(new)):
+        if new is not None and (member := _gang_member(new)):
             (self.held if new.gated else self.released)[member] += 1
 
 

@@ -233,13 +233,6 @@ def has_gate(spec: Mapping[str, Any], name: str = labels.HOLD_GATE) -> bool:
     )
 
 
-def gang_member(pod: PodSummary) -> tuple[str, str] | None:
-    """The pod's ``(namespace, gang)`` while it is its gang's and not finished, else None; the
-    pod counts as held or released (``GangCounts``) by whether it is gated."""
-    gang = pod.labels.get(labels.JOB) if pod.phase not in TERMINAL_PHASES else None
-    return (pod.namespace, gang) if gang else None
-
-
 def scheduling_constraint(spec: Mapping[str, Any]) -> dict[str, Any]:
     """What of a pod spec decides which nodes may take it: its node selector, required node
     affinity and tolerations (``ClusterView.candidate_zones`` keys its cache by this)."""
