@@ -1,4 +1,4 @@
-"""The cluster view (webhook/core/view.py): slim pods, incremental usage, the label index, the
+"""The cluster view (webhook/core/view/): slim pods, incremental usage, the label index, the
 candidate-zone cache, relist replacement, and what a pod costs to hold."""
 
 from __future__ import annotations

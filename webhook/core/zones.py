@@ -18,7 +18,7 @@ from webhook.core import resources, selectors
 from webhook.core.adapters.base import PodGroup, total_of
 from webhook.core.objects import Obj
 from webhook.core.settings import NoFit, Placement, Settings
-from webhook.core.view import ClusterView
+from webhook.core.view import View
 
 
 class Reason(StrEnum):
@@ -69,7 +69,7 @@ def choose_zone(
     demand: Sequence[PodGroup],
     recorded_zone: str | None,
     placed: Sequence[Placed],
-    view: ClusterView,
+    view: View,
     settings: Settings,
     reserved: Callable[[], Mapping[str, resources.Resources]],
 ) -> ZoneChoice:
@@ -116,7 +116,7 @@ def _primary(total: Mapping[str, int], settings: Settings) -> str:
 def _by_capacity(
     pod_spec: Obj,
     demand: Sequence[PodGroup],
-    view: ClusterView,
+    view: View,
     settings: Settings,
     allowed: frozenset[str] | None,
     reserved: Mapping[str, resources.Resources],

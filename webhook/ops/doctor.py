@@ -55,7 +55,7 @@ from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of, parse_time
 from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
+from webhook.core.view import TERMINAL_PHASES, ClusterView, View, has_gate
 from webhook.kube import cache, errors, leader
 from webhook.ops import policyjudge
 
@@ -300,7 +300,7 @@ def diagnose(
 
 def _jobs(
     everything: Sequence[Obj],
-    view: ClusterView,
+    view: View,
     *,
     namespace: str | None,
     progress: Callable[[int], None] | None,
@@ -327,7 +327,7 @@ def _jobs(
 
 
 def _copied_only(
-    copied: Mapping[tuple[str, str], Sequence[tuple[Obj, str]]], view: ClusterView
+    copied: Mapping[tuple[str, str], Sequence[tuple[Obj, str]]], view: View
 ) -> list[JobVerdict]:
     """A verdict for each gang whose label only copies carry: none of its own pods are left."""
     verdicts = []
@@ -415,7 +415,7 @@ def _copied_labels(
     return out
 
 
-def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
+def _opted_in(view: View, settings: Settings, namespace: str) -> bool:
     """podium enforces in the namespace (in shadow mode it pins nothing and writes no policy)."""
     ns_labels = ((view.namespace(namespace) or {}).get("metadata") or {}).get("labels") or {}
     return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
@@ -423,7 +423,7 @@ def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
 
 def _judge(
     job: _Job,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     network: policyjudge.Policies,
     keep: policyjudge.LabelFilter,
@@ -538,7 +538,7 @@ def _check_hold(wait: release.Wait, settings: Settings, now: datetime | None, fi
 Find = Callable[[Check, str, Iterable[Obj]], None]
 
 
-def _pods_by_zone(job: _Job, view: ClusterView) -> dict[str, list[Obj]]:
+def _pods_by_zone(job: _Job, view: View) -> dict[str, list[Obj]]:
     """The job's pods on a node with a zone, by zone."""
     by_zone: dict[str, list[Obj]] = collections.defaultdict(list)
     for pod in job.pods:
@@ -631,7 +631,7 @@ def _unschedulable_message(pod: Obj) -> str | None:
 
 def _check_coverage(
     job: _Job,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     admitted: Sequence[Obj],
     managed_policies: set[tuple[str, str, str | None]],

@@ -20,7 +20,7 @@ from typing import Literal
 
 from webhook.core import audit, policies
 from webhook.core.settings import OldCilium, PolicyMode, Settings
-from webhook.core.view import ClusterView
+from webhook.core.view import View
 from webhook.serve import loops
 from webhook.serve.audit import Sink
 
@@ -31,7 +31,7 @@ log = logging.getLogger("podium.guard")
 State = Literal["additive", "old", "absent"]
 
 
-def crd_state(view: ClusterView) -> State:
+def crd_state(view: View) -> State:
     crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
     if crd is None:
         return "absent"
@@ -44,7 +44,7 @@ class CiliumGuard:
     def __init__(
         self,
         *,
-        view: Callable[[], ClusterView],
+        view: Callable[[], View],
         ready: Callable[[], bool],
         settings: Settings,
         sink: Sink,

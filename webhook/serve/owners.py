@@ -17,7 +17,7 @@ import logging
 from typing import NamedTuple
 
 from webhook.core.objects import Obj, controller_ref
-from webhook.core.view import ClusterView
+from webhook.core.view import View
 from webhook.kube import errors, protocols
 from webhook.kube.cache import WatchCache
 from webhook.kube.protocols import Resource
@@ -44,7 +44,7 @@ class _Step(NamedTuple):
     name: str
     uid: str
 
-    def held(self, view: ClusterView) -> Obj | None:
+    def held(self, view: View) -> Obj | None:
         return view.get(self.api_version, self.kind, self.where, self.name)
 
 
@@ -68,7 +68,7 @@ class OwnerReader:
         where = namespace if resource.namespaced else ""
         return _Step(resource, api_version, kind, where, name, uid)
 
-    def lacking(self, pod: Obj, namespace: str, view: ClusterView) -> bool:
+    def lacking(self, pod: Obj, namespace: str, view: View) -> bool:
         """Whether the walk meets an owner the view lacks or holds under another UID: only then
         does the read cost a GET (and the admission a timeout around it). Run at every creation,
         so it is the walk at its cheapest: a held owner is found by its UID in the view's index,
@@ -84,7 +84,7 @@ class OwnerReader:
             obj = held
         return False
 
-    async def __call__(self, pod: Obj, namespace: str, view: ClusterView) -> list[str]:
+    async def __call__(self, pod: Obj, namespace: str, view: View) -> list[str]:
         """Return what was read, as ``Kind/name``. Stops at the first owner that is not of a
         watched kind, is gone, or was re-created under its name (the pod's owner is then gone:
         the adapters tell that case apart by UID). Raises ``errors.ApiError``."""

@@ -21,7 +21,7 @@ from webhook.core.adapters.base import (
     is_label_value,
 )
 from webhook.core.objects import Obj, is_mapping
-from webhook.core.view import ClusterView, Kept
+from webhook.core.view import Kept, View
 
 ADAPTERS: Sequence[Adapter] = (
     trainingoperator.TrainingOperatorAdapter(),
@@ -63,7 +63,7 @@ def first_stage(job: Obj) -> Stage | None:
     return None
 
 
-def recognise(pod: Obj, namespace: str, view: ClusterView) -> Gang | None:
+def recognise(pod: Obj, namespace: str, view: View) -> Gang | None:
     if not is_mapping(pod):
         return None
     for adapter in ADAPTERS:

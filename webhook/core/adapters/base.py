@@ -11,7 +11,7 @@ from webhook.core import resources
 from webhook.core.objects import Obj, as_list, as_mapping, controller_ref, group_of
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 DemandSource = Literal["job", "env", "labels", "pod"]
 
@@ -152,7 +152,7 @@ class Adapter(Protocol):
     name: str
     reads: Reads
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> Gang | None: ...
+    def recognise(self, pod: Obj, namespace: str, view: View) -> Gang | None: ...
 
 
 # -- helpers shared by adapters ---------------------------------------------------------------
@@ -178,7 +178,7 @@ def group_gang_key(job_uid: str, group: str) -> str:
     return f"{job_uid}{GROUP_SUFFIX}{group}"[:63].rstrip("-_.")
 
 
-def job_of_gang(gang: str, view: ClusterView) -> Mapping[str, Any]:
+def job_of_gang(gang: str, view: View) -> Mapping[str, Any]:
     """The ownerReference of the job a gang key names (its UID, or its UID before a group
     suffix), if the view holds it."""
     for uid in (gang, gang.rsplit(GROUP_SUFFIX, 1)[0]):
@@ -250,7 +250,7 @@ def controller(obj: Obj, api_group: str, kinds: Sequence[str]) -> Mapping[str, A
     return ref if group_of(api_version) == api_group else None
 
 
-def verified(view: ClusterView, ref: Mapping[str, Any], namespace: str) -> Obj | None:
+def verified(view: View, ref: Mapping[str, Any], namespace: str) -> Obj | None:
     """The object ``ref`` points at, if the view holds it *with the same UID*.
 
     A different UID means a newer object reusing the name: it is not the one this pod belongs to.
@@ -360,7 +360,7 @@ def fallback_demand(pod: Obj) -> tuple[tuple[PodGroup, ...], DemandSource]:
 
 
 def job_groups(
-    view: ClusterView, job: Obj | None, groups: Callable[[Obj], Sequence[PodGroup | None]]
+    view: View, job: Obj | None, groups: Callable[[Obj], Sequence[PodGroup | None]]
 ) -> Sequence[PodGroup | None]:
     """``groups(job)``: the job's demand read from its pod templates, once per version of the job
     the view holds (``ClusterView.derived``); nothing without a job."""

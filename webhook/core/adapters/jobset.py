@@ -32,7 +32,7 @@ from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_list, as_mapping
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -68,7 +68,7 @@ class JobSetAdapter:
         member_labels=frozenset({NAME}),
     )
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         batch_job = base.controller(pod, "batch", ("Job",))
         ref = _jobset_ref(pod, batch_job, namespace, view) if batch_job else None
         if ref is None:
@@ -101,7 +101,7 @@ class JobSetAdapter:
 
 
 def _jobset_ref(
-    pod: Obj, batch_job: Mapping[str, Any], namespace: str, view: ClusterView
+    pod: Obj, batch_job: Mapping[str, Any], namespace: str, view: View
 ) -> Mapping[str, Any] | None:
     job = base.verified(view, batch_job, namespace)
     if job is not None:

@@ -20,7 +20,7 @@ from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_list, as_mapping
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 GROUP = "ray.io"
 API_VERSION = "ray.io/v1"
@@ -38,7 +38,7 @@ class KubeRayAdapter:
         member_labels=frozenset({CLUSTER}),
     )
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
         if ref is None:
             return None

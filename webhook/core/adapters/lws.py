@@ -24,7 +24,7 @@ from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_mapping
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 GROUP = "leaderworkerset.x-k8s.io"
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -48,7 +48,7 @@ class LeaderWorkerSetAdapter:
         member_labels=frozenset({NAME}),
     )
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         sts = base.controller(pod, "apps", ("StatefulSet",))
         pod_labels = base.labels_of(pod)
         name, group = pod_labels.get(NAME), pod_labels.get(GROUP_INDEX)
@@ -91,7 +91,7 @@ def first_stage(lws: Obj) -> base.Stage | None:
     return base.Stage(1, f"startupPolicy {LEADER_READY}: the workers follow their leader")
 
 
-def _chain_agrees(view: ClusterView, ref: Mapping[str, Any], namespace: str, lws_uid: str) -> bool:
+def _chain_agrees(view: View, ref: Mapping[str, Any], namespace: str, lws_uid: str) -> bool:
     """Whether the controller chain from the pod's StatefulSet leads to this LWS, as far as the
     view holds it (an object not in the view yet contradicts nothing; one that was replaced by a
     namesake does)."""

@@ -22,7 +22,7 @@ from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_mapping
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v2beta1"
@@ -43,7 +43,7 @@ class MPIOperatorAdapter:
         member_labels=frozenset({JOB_NAME}),
     )
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
         if ref is not None:
             if ref.get("apiVersion") != API_VERSION:
@@ -74,7 +74,7 @@ class MPIOperatorAdapter:
 
 
 def _launcher_owner(
-    pod: Obj, launcher_job: Mapping[str, Any], namespace: str, view: ClusterView
+    pod: Obj, launcher_job: Mapping[str, Any], namespace: str, view: View
 ) -> tuple[base.OwnerRef, Obj | None] | None:
     """The MPIJob behind a launcher pod's batch Job, and the MPIJob object if the view has it."""
     batch_job = base.verified(view, launcher_job, namespace)

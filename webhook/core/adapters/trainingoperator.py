@@ -14,7 +14,7 @@ from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_mapping
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v1"
@@ -44,7 +44,7 @@ class TrainingOperatorAdapter:
         member_labels=frozenset({JOB_NAME}),
     )
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         ref = base.controller(pod, GROUP, _KIND_NAMES)
         if ref is None or ref.get("apiVersion") != API_VERSION:
             return None

@@ -23,7 +23,7 @@ from webhook.core.adapters import base
 from webhook.core.objects import Obj, as_list, as_mapping
 
 if TYPE_CHECKING:
-    from webhook.core.view import ClusterView
+    from webhook.core.view import View
 
 GROUP = "batch.volcano.sh"
 API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -42,7 +42,7 @@ class VolcanoAdapter:
         member_labels=frozenset({JOB_NAME}),
     )
 
-    def recognise(self, pod: Obj, namespace: str, view: ClusterView) -> base.Gang | None:
+    def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         ref = base.controller(pod, GROUP, (KIND,))
         if ref is None:
             return None
