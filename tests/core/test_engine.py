@@ -64,7 +64,7 @@ def zone_expr(zone: str) -> dict[str, Any]:
 def test_guards_leave_pod_alone(overrides: dict[str, Any], reason: str, now: datetime) -> None:
     pj = pytorchjob()
     decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, **overrides)
-    assert (decision.outcome, decision.reason, decision.patch, decision.effects) == (
+    assert (decision.outcome, decision.reason, decision.patch, decision.to_create) == (
         "skipped",
         reason,
         [],
@@ -396,7 +396,7 @@ def test_pinned_pod_whole(now: datetime) -> None:
         },
     }
     assert decision.patched == expected
-    assert [m["kind"] for m in decision.effects] == ["ConfigMap", "CiliumNetworkPolicy"]
+    assert [m["kind"] for m in decision.to_create] == ["ConfigMap", "CiliumNetworkPolicy"]
     assert decision.audit_annotations() == {
         "outcome": "pinned",
         "reason": "best-fit",
@@ -460,7 +460,7 @@ def test_existing_policy_is_not_asked_for_again(now: datetime) -> None:
     again = decide(
         pytorch_pod(pj, "worker", 1).obj(), [*base_cluster(pj), first.record, first.policy], now
     )
-    assert again.effects == ()
+    assert again.to_create == ()
 
 
 def test_host_network_pods_get_a_warning(now: datetime) -> None:
@@ -523,7 +523,7 @@ def test_update_of_the_trusted_label_is_denied(
     )
     decision = engine.decide(reviews.from_document(doc), view, SETTINGS, now=now)
     assert (decision.outcome == "denied", decision.denial is not None) == (denied, denied)
-    assert decision.patch == [] and decision.effects == ()
+    assert decision.patch == [] and decision.to_create == ()
     if denied:
         assert decision.reason == "trusted-label-changed"
         assert f"({old!r} → {new!r})" in (decision.denial or "")

@@ -53,7 +53,7 @@ def test_a_new_gangs_pod_is_held_with_no_zone_and_no_effects(now: datetime) -> N
     pj = pytorchjob()
     decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, HOLD)
     assert (decision.outcome, decision.reason, decision.zone) == ("held", "held", None)
-    assert decision.effects == () and decision.policy_name is None
+    assert decision.to_create == () and decision.policy_name is None
     assert decision.patched is not None
     meta, spec = decision.patched["metadata"], decision.patched["spec"]
     assert spec["schedulingGates"] == [{"name": labels.HOLD_GATE}]
@@ -265,4 +265,4 @@ def test_no_record_of_a_held_gang_is_asked_for(now: datetime) -> None:
     pj = pytorchjob()
     for i in range(3):
         decision = decide(pytorch_pod(pj, "worker", i).obj(), base_cluster(pj), now, HOLD)
-        assert not [m for m in decision.effects if m["kind"] == policies.RECORD_KIND]
+        assert not [m for m in decision.to_create if m["kind"] == policies.RECORD_KIND]
