@@ -283,8 +283,8 @@ def any_released(view: ClusterView, namespace: str, gang_key: str) -> bool:
 
 
 def _held_decision(pod: Obj, namespace: str, gang: Gang) -> Decision:
-    """The pod behind podium's gate, labelled as its gang's, with no zone and no effects: the
-    releaser writes the record and policy when the whole gang fits somewhere."""
+    """The pod behind podium's gate, labelled as its gang's, with no zone and nothing to create:
+    the releaser writes the record and policy when the whole gang fits somewhere."""
     after, patch = mutation.hold(pod, gang_key=gang.key)
     return Decision(
         outcome="held",
