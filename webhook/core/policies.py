@@ -14,6 +14,11 @@ policy, named like the record.
 Cilium before 1.16 has no ``enableDefaultDeny``: its CRD prunes the field, and podium's allow
 policy would then put the job's pods into default deny. ``withheld`` says when not to write it,
 from the installed CRD (``knows_default_deny``).
+
+Which of them a gang gets, read against the view (the name that covers a pod, and whether the
+policy still has to be created): ``covering_policy`` for an admission, ``gang_policy`` for a gang
+released into its recorded zone, ``job_wide_policy`` for a gang kube-scheduler places or one
+released across zones. The engine and the releaser's plan ask the same functions.
 """
 
 from __future__ import annotations
