@@ -47,16 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import (
-    adapters,
-    audit,
-    labels,
-    podgroups,
-    policies,
-    records,
-    release,
-    updates,
-)
+from webhook.core import adapters, audit, labels, podgroups, policies, records, release, updates
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
