@@ -344,8 +344,8 @@ def admit(placement: Placement, mode: Mode, line: Line = Line.CURRENT) -> Admitt
         view = ClusterView.from_objects(objects, zone_label=conf.zone_label, kept=adapters.KEPT)
         decision = engine.decide(reviews.from_document(doc), view, conf, now=NOW)
         out[name] = decision.patched if decision.patched is not None else pod
-        objects.extend(decision.effects)  # the record and policy now exist for later pods
-        made.extend(decision.effects)
+        objects.extend(decision.to_create)  # the record and policy now exist for later pods
+        made.extend(decision.to_create)
         gang = decision.gang or gang
     zones = dict.fromkeys(out, "zone-a")
     if placement is not Placement.CO_LOCATED:

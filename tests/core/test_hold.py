@@ -1,6 +1,6 @@
 """``zone-chooser: hold`` at admission: a new gang's pods are held behind podium's gate with no
 zone and no effects; pods of a released gang follow its zone; pods another system holds or places
-are pinned as today; podium's own release patch passes the UPDATE guard, nothing else does."""
+are pinned as today. The UPDATE guard for podium's own release is in test_updates.py."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from tests.builders import PodBuilder
 from tests.core.test_engine import decide, request_for
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, audit, engine, labels, mutation, policies, reviews
+from webhook.core import adapters, audit, engine, labels, policies
 from webhook.core.settings import Settings, SettingsError, TooBig, ZoneChooser
 from webhook.core.view import ClusterView
 
@@ -53,7 +51,7 @@ def test_a_new_gangs_pod_is_held_with_no_zone_and_no_effects(now: datetime) -> N
     pj = pytorchjob()
     decision = decide(pytorch_pod(pj).obj(), base_cluster(pj), now, HOLD)
     assert (decision.outcome, decision.reason, decision.zone) == ("held", "held", None)
-    assert decision.effects == () and decision.policy_name is None
+    assert decision.to_create == () and decision.policy_name is None
     assert decision.patched is not None
     meta, spec = decision.patched["metadata"], decision.patched["spec"]
     assert spec["schedulingGates"] == [{"name": labels.HOLD_GATE}]
@@ -173,83 +171,6 @@ def test_the_held_outcome_reaches_the_audit_entry(now: datetime) -> None:
     assert (entry["job"] or {}).get("gang") == pj["metadata"]["uid"]
 
 
-# -- the UPDATE guard: podium's own release, and nothing else --------------------------------
-
-
-def _release_review(
-    *, user: str, gated_before: bool, gated_after: bool, label: str | None, pinned: str | None
-) -> reviews.Request:
-    pj = pytorchjob()
-    old = mutation.hold(pytorch_pod(pj).obj(), gang_key=pj["metadata"]["uid"]).pod
-    if not gated_before:
-        old = {**old, "spec": {k: v for k, v in old["spec"].items() if k != "schedulingGates"}}
-    new = mutation.pin(
-        old,
-        zone=pinned,
-        gang_key=pj["metadata"]["uid"],
-        zone_label=labels.ZONE_LABEL,
-        annotations={labels.REASON: "best-fit"},
-    ).pod
-    new["metadata"]["labels"] = {
-        k: v for k, v in new["metadata"]["labels"].items() if k != labels.ZONE
-    } | ({labels.ZONE: label} if label else {})
-    if not gated_after:
-        new["spec"] = {k: v for k, v in new["spec"].items() if k != "schedulingGates"}
-    doc = reviews.review_for_pod(new)
-    doc["request"].update(
-        operation="UPDATE", oldObject=old, userInfo={"username": user}, namespace=NS
-    )
-    return reviews.from_document(doc)
-
-
-@pytest.mark.parametrize(
-    ("user", "gated_before", "gated_after", "label", "pinned", "allowed"),
-    [
-        ("podium", True, False, "zone-b", "zone-b", True),  # the release patch
-        ("podium", True, False, None, None, True),  # released unpinned: no zone label at all
-        ("someone", True, False, "zone-b", "zone-b", False),  # not podium
-        ("podium", False, False, "zone-b", "zone-b", False),  # was not held
-        ("podium", True, True, "zone-b", "zone-b", False),  # still gated: not a release
-        ("podium", True, False, "zone-a", "zone-b", False),  # label and placement disagree
-        ("podium", True, False, "zone-b", None, False),  # a zone label with no placement
-    ],
-)
-def test_the_guard_lets_podiums_release_through(
-    user: str,
-    gated_before: bool,
-    gated_after: bool,
-    label: str | None,
-    pinned: str | None,
-    allowed: bool,
-    now: datetime,
-) -> None:
-    request = _release_review(
-        user=user, gated_before=gated_before, gated_after=gated_after, label=label, pinned=pinned
-    )
-    view = ClusterView.from_objects(base_cluster(), zone_label=HOLD.zone_label, kept=adapters.KEPT)
-    decision = engine.decide(request, view, HOLD, now=now)
-    assert (decision.outcome != "denied") == allowed, decision.detail
-
-
-@given(
-    user=st.sampled_from(["podium", "someone", ""]),
-    gated_before=st.booleans(),
-    gated_after=st.booleans(),
-    label=st.sampled_from([None, "zone-a", "zone-b"]),
-    pinned=st.sampled_from([None, "zone-a", "zone-b"]),
-)
-def test_only_podiums_exact_release_sets_a_zone_label_on_an_unbound_pod(
-    user: str, gated_before: bool, gated_after: bool, label: str | None, pinned: str | None
-) -> None:
-    request = _release_review(
-        user=user, gated_before=gated_before, gated_after=gated_after, label=label, pinned=pinned
-    )
-    view = ClusterView.from_objects(base_cluster(), zone_label=HOLD.zone_label, kept=adapters.KEPT)
-    decision = engine.decide(request, view, HOLD, now=datetime(2026, 1, 1))
-    exact = user == "podium" and gated_before and not gated_after and label == pinned
-    assert (decision.outcome != "denied") == (label is None or exact)
-
-
 def test_the_view_knows_which_pods_are_held() -> None:
     pj = pytorchjob()
     held = pytorch_pod(pj).gate().obj()
@@ -265,4 +186,4 @@ def test_no_record_of_a_held_gang_is_asked_for(now: datetime) -> None:
     pj = pytorchjob()
     for i in range(3):
         decision = decide(pytorch_pod(pj, "worker", i).obj(), base_cluster(pj), now, HOLD)
-        assert not [m for m in decision.effects if m["kind"] == policies.RECORD_KIND]
+        assert not [m for m in decision.to_create if m["kind"] == policies.RECORD_KIND]

@@ -9,10 +9,10 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from webhook.core import labels, mutation
+from webhook.core import labels, mutation, selectors
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 
@@ -274,3 +274,63 @@ def test_the_release_patch_ungates_and_pins_in_one_request(
     recreated = {**held, "metadata": {**held["metadata"], "uid": "another"}}
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
         jsonpatch.apply_patch(recreated, patch)
+
+
+# -- the release: built (``release``) and recognised (``is_release``) side by side ------------
+
+
+def _gated(pod: dict[str, Any], present: list[str]) -> dict[str, Any]:
+    """``pod`` carrying exactly the scheduling gates ``present``, in order, and a UID."""
+    meta = {**(pod.get("metadata") or {}), "uid": "pod-uid"}
+    spec = {**(pod.get("spec") or {}), "schedulingGates": [{"name": g} for g in present]}
+    return {**pod, "metadata": meta, "spec": spec}
+
+
+def _release(pod: dict[str, Any], zone: str) -> mutation.Mutation:
+    notes = {labels.ZONE: zone, labels.REASON: "best-fit"}
+    return mutation.release(
+        pod, zone=zone, gang_key="uid-1", zone_label=ZONE_KEY, annotations=notes
+    )
+
+
+@settings(max_examples=400)
+@given(pods, st.sampled_from(["zone-a", "zone-b"]), st.sampled_from(["other.io/gate", None]))
+def test_what_release_builds_is_what_is_release_recognises(
+    pod: dict[str, Any], zone: str, other: str | None
+) -> None:
+    held = _gated(
+        mutation.hold(pod, gang_key="uid-1").pod, [*([other] if other else []), labels.HOLD_GATE]
+    )
+    allowed = selectors.pinned_zones(held["spec"], ZONE_KEY)
+    # A pod whose own constraint keeps it out of the zone cannot be released into it.
+    assume(allowed is None or zone in allowed)
+    released = jsonpatch.apply_patch(held, _release(held, zone).patch)
+    assert mutation.is_release(held, released, zone_label=ZONE_KEY)
+
+
+ordinary = st.sampled_from(["pin", "unpinned", "hold", "strip", "relabelled", "ungated-already"])
+
+
+@settings(max_examples=400)
+@given(pods, st.sampled_from(["zone-a", "zone-b"]), gates, ordinary)
+def test_no_other_change_podium_makes_is_recognised_as_a_release(
+    pod: dict[str, Any], zone: str, present: list[str], how: str
+) -> None:
+    before = _gated(pod, present)
+    notes = {labels.REASON: "best-fit"}
+    if how == "pin":
+        after = _pin(before, zone, notes).pod  # pinned, gate (if any) left alone
+    elif how == "unpinned":
+        after = _pin(before, None, notes).pod
+    elif how == "hold":
+        after = mutation.hold(before, gang_key="uid-1").pod
+    elif how == "strip":
+        after = mutation.without_trusted_label(before).pod
+    elif how == "relabelled":  # released, then the zone label changed to another zone
+        after = _release(before, zone).pod
+        other = "zone-b" if zone == "zone-a" else "zone-a"
+        after["metadata"]["labels"] = {**after["metadata"]["labels"], labels.ZONE: other}
+    else:  # released from a pod that no longer carried podium's gate
+        before = _gated(pod, [g for g in present if g != labels.HOLD_GATE])
+        after = _release(before, zone).pod
+    assert not mutation.is_release(before, after, zone_label=ZONE_KEY)

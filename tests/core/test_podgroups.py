@@ -168,7 +168,11 @@ def test_scheduler_mode_names_the_podgroup_and_pins_nothing(now: datetime) -> No
     assert meta["labels"][labels.JOB] == pj["metadata"]["uid"]
     assert meta["annotations"][labels.REASON] == podgroups.REASON
     # The record first (kube-scheduler chooses, no zone yet), then the PodGroup, then the policy.
-    assert [m["kind"] for m in decision.effects] == ["ConfigMap", "PodGroup", "CiliumNetworkPolicy"]
+    assert [m["kind"] for m in decision.to_create] == [
+        "ConfigMap",
+        "PodGroup",
+        "CiliumNetworkPolicy",
+    ]
     assert decision.record is not None and decision.podgroup is not None
     assert decision.record["data"]["zoneChooser"] == "scheduler"
     assert decision.record["data"]["zone"] == ""
@@ -185,7 +189,7 @@ def test_reinvoked_on_a_grouped_pod_the_patch_is_empty(now: datetime) -> None:
     record = records.parse_record(first.record)
     again = decide(first.patched, base_cluster(pj), now, recorded=record)
     assert again.outcome == "grouped" and again.patch == []
-    assert [m["kind"] for m in again.effects] == ["PodGroup", "CiliumNetworkPolicy"]
+    assert [m["kind"] for m in again.to_create] == ["PodGroup", "CiliumNetworkPolicy"]
 
 
 def test_auto_without_the_schedulers_support_holds(now: datetime) -> None:
@@ -247,4 +251,4 @@ def test_update_leaves_the_scheduling_group_alone(now: datetime) -> None:
     doc["request"]["operation"] = "UPDATE"
     doc["request"]["oldObject"] = grouped.patched
     update = engine.decide(reviews.from_document(doc), view, SCHEDULER, now=now)
-    assert update.patch == [] and update.effects == ()
+    assert update.patch == [] and update.to_create == ()

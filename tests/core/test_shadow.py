@@ -52,7 +52,7 @@ def test_shadow_keeps_the_enforce_decision_and_applies_none_of_it(
     pod = pytorch_pod(pj, "master").obj()
     settings = Settings(zone_chooser=chooser)
     enforced = decide(pod, cluster("true", pj), now, settings, scheduler=True)
-    assert enforced.patch and enforced.effects  # enforce mode would change and create
+    assert enforced.patch and enforced.to_create  # enforce mode would change and create
     shadow = decide(
         pod,
         cluster(ns_value, pj),
@@ -62,7 +62,14 @@ def test_shadow_keeps_the_enforce_decision_and_applies_none_of_it(
     )
     assert shadow.shadow_of == enforced
     assert shadow == dataclasses.replace(
-        enforced, patched=pod, patch=[], effects=(), warnings=(), shadow_of=enforced
+        enforced,
+        patched=pod,
+        patch=[],
+        record=None,
+        podgroup=None,
+        policy=None,
+        warnings=(),
+        shadow_of=enforced,
     )
     assert shadow.audit_annotations() == {**enforced.audit_annotations(), "shadow": "true"}
 
@@ -75,7 +82,7 @@ def test_shadow_records_the_zone_a_held_gang_would_be_released_into(now: datetim
     assert enforced.outcome == "held" and enforced.zone is None and enforced.patch
     shadow = decide(pod, cluster("shadow", pj), now, hold)
     assert shadow.shadow_of == enforced
-    assert (shadow.outcome, shadow.zone, shadow.patch, shadow.effects) == (
+    assert (shadow.outcome, shadow.zone, shadow.patch, shadow.to_create) == (
         "held",
         "zone-c",
         [],

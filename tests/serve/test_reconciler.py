@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, audit, engine, labels, policies
+from webhook.core import adapters, audit, engine, labels, policies, updates
 from webhook.core.adapters.base import Gang
 from webhook.core.release import TOO_BIG_SPREAD
 from webhook.core.settings import PolicyMode, PolicyScope, Settings
@@ -441,7 +441,7 @@ def test_disowned_label(world: World, case: str, why: str | None) -> None:
         pod["metadata"]["labels"][labels.JOB] = world.gang.key
     objects = [world.job, other] if case != "own pod, job being deleted" else [other]
     view = ClusterView.from_objects(base_cluster(*objects, pod), zone_label="x", kept=adapters.KEPT)
-    found = engine.disowned_label(pod, NS, view)
+    found = updates.disowned_label(pod, NS, view)
     assert (found is None) if why is None else (found is not None and found.startswith(why))
 
 

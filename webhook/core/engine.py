@@ -1,8 +1,11 @@
 """The decision: ``(admission request, cluster snapshot, settings) → Decision``. Pure.
 
-A short chain of early-exit guards, then: which gang (an adapter), which zone (``zones``), the pod
-after mutation and its patch (``mutation``), and the objects the gang needs (``policies``).
-Nothing here talks to the network; ``admission`` wraps it with the I/O.
+A pod's CREATE: a short chain of early-exit guards, then which gang (an adapter), whether it
+waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup (``podgroups``),
+the pod after mutation and its patch (``mutation``), and the objects the gang needs (its record,
+and its policy as ``policies`` chooses it). A pod's UPDATE is judged by ``updates`` (only podium
+changes its trusted labels). Nothing here talks to the network; ``admission`` wraps it with the
+I/O.
 """
 
 from __future__ import annotations
@@ -20,16 +23,16 @@ from webhook.core import (
     policies,
     records,
     resources,
-    selectors,
+    updates,
     zones,
 )
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj, controller_ref
+from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
-from webhook.core.settings import Mode, PolicyScope, Settings, ZoneChooser
-from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
+from webhook.core.settings import Mode, Settings, ZoneChooser
+from webhook.core.view import ClusterView
 
 #: ``grouped``: the pod joined its gang's PodGroup; kube-scheduler chooses the zone.
 #: ``held``: the pod carries podium's gate until the releaser ungates its whole gang into one
@@ -59,8 +62,12 @@ class Decision:
     patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     gang: Gang | None = None
     zone: str | None = None
-    #: Objects the gang needs that are not in the snapshot yet: the record first, then the policy.
-    effects: tuple[Manifest, ...] = ()
+    #: The objects the gang needs that are not in the snapshot yet (``to_create`` orders them):
+    #: its decision record (None when it has one), its PodGroup (only when kube-scheduler
+    #: chooses the zone) and its allow policy (None when it has one, or gets none).
+    record: Manifest | None = None
+    podgroup: Manifest | None = None
+    policy: Manifest | None = None
     warnings: tuple[str, ...] = ()
     capacity: tuple[zones.ZoneCapacity, ...] = ()
     policy_name: str | None = None
@@ -75,18 +82,11 @@ class Decision:
         return self.shadow_of is not None
 
     @property
-    def record(self) -> Manifest | None:
-        return next((m for m in self.effects if m["kind"] == policies.RECORD_KIND), None)
-
-    @property
-    def policy(self) -> Manifest | None:
-        others = (policies.RECORD_KIND, podgroups.KIND)
-        return next((m for m in self.effects if m["kind"] not in others), None)
-
-    @property
-    def podgroup(self) -> Manifest | None:
-        """The gang's PodGroup, when kube-scheduler chooses its zone (``zone-chooser``)."""
-        return next((m for m in self.effects if m["kind"] == podgroups.KIND), None)
+    def to_create(self) -> tuple[Manifest, ...]:
+        """Every object to create, in the order to create them: the record first, so that of two
+        replicas racing for a gang the loser learns the winner's zone (``serve.effects``) before
+        it writes anything else; then the PodGroup, which the pod names; then the policy."""
+        return tuple(m for m in (self.record, self.podgroup, self.policy) if m is not None)
 
     def audit_annotations(self) -> dict[str, str]:
         """Short facts the apiserver's own audit log keeps under ``<webhook>/<key>``."""
@@ -145,15 +145,12 @@ def shadowed(
     assert decision.pod is not None and decision.gang is not None
     zone, capacity, detail = decision.zone, decision.capacity, decision.detail
     if decision.outcome == "held":
-        pinned = _pin(
-            decision.pod,
-            decision.namespace,
-            decision.gang,
-            view,
-            settings,
-            now=now,
-            recorded=None,
-            scheduler=scheduler,
+        pod, namespace, gang = decision.pod, decision.namespace, decision.gang
+        name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
+        record = _recorded(view, namespace, name, gang.key)
+        unfit = _scheduler_chooses(pod, namespace, gang, view, settings, record, scheduler)
+        pinned = _place(
+            pod, namespace, gang, view, settings, name=name, record=record, unfit=unfit, now=now
         )
         zone, capacity = pinned.zone, pinned.capacity
         detail += f"; with room as now, into zone {zone or '(none)'}: {pinned.detail}"
@@ -161,7 +158,9 @@ def shadowed(
         decision,
         patched=decision.pod,
         patch=[],
-        effects=(),
+        record=None,
+        podgroup=None,
+        policy=None,
         warnings=(),
         zone=zone,
         capacity=capacity,
@@ -182,7 +181,7 @@ def _decide(
     namespace = request.namespace
     pod = request.object
     if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
-        return _guard_update(request, view, settings)
+        return _judged_update(request, view, settings)
     if not request.is_pod or request.operation != "CREATE" or request.sub_resource or pod is None:
         what = f"{request.operation} {request.kind.get('kind', '?')}"
         if request.sub_resource:
@@ -204,46 +203,49 @@ def _decide(
         return _skipped(
             pod, namespace, "job-skip-annotation", f"{gang.display} is annotated {labels.SKIP}=true"
         )
-    if settings.zone_chooser.may_hold and settings.may_write(namespace):
-        recorded = recorded or _recorded(
-            view,
-            namespace,
-            labels.object_name(gang.owner.kind, gang.owner.name, gang.key),
-            gang.key,
-        )
-        # A later pod of a released gang is answered by the record alone: ask it first.
-        if (
-            _waits(pod, namespace, gang, view, settings, recorded, scheduler=scheduler)
-            and _not_placed_elsewhere(pod) is None
-        ):
-            return _held(pod, namespace, gang)
-    return _pin(
-        pod, namespace, gang, view, settings, now=now, recorded=recorded, scheduler=scheduler
+    name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
+    record = recorded or _recorded(view, namespace, name, gang.key)
+    # The record first: a later pod of a decided gang is answered by it alone.
+    unfit = _scheduler_chooses(pod, namespace, gang, view, settings, record, scheduler)
+    if (
+        unfit is not None
+        and settings.zone_chooser.may_hold
+        and settings.may_write(namespace)
+        and _uncommitted(record, view, namespace, gang.key)
+        and _not_placed_elsewhere(pod) is None
+    ):
+        return _held_decision(pod, namespace, gang)
+    return _place(
+        pod, namespace, gang, view, settings, name=name, record=record, unfit=unfit, now=now
     )
 
 
-def _waits(
-    pod: Obj,
-    namespace: str,
-    gang: Gang,
-    view: ClusterView,
-    settings: Settings,
-    record: Record | None,
-    *,
-    scheduler: bool,
-) -> bool:
-    """The pod waits behind podium's gate (``hold``, or ``auto`` without kube-scheduler's
-    PodGroups): its gang is not committed yet. A gang with a released pod follows its recorded
-    zone; one kube-scheduler groups (its record says so, or ``auto`` where PodGroups are served and
-    can express the gang) joins its PodGroup."""
-    if record is not None:
-        if record.chooser == records.SCHEDULER:
-            return False
-        return record.zone is None or not any_released(view, namespace, gang.key)
-    if settings.zone_chooser is ZoneChooser.HOLD or not scheduler:
-        return True
-    job = view.get(gang.owner.api_version, gang.owner.kind, namespace, gang.owner.name)
-    return podgroups.unfit(gang, pod, job) is not None
+def _judged_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
+    """A pod's UPDATE as ``updates.judge`` answers it: let through, or refused (``denial``)."""
+    verdict = updates.judge(request, view, settings)
+    if not verdict.refused:
+        return Decision(
+            outcome="skipped",
+            reason=verdict.reason,
+            detail=verdict.detail,
+            namespace=request.namespace,
+        )
+    return Decision(
+        outcome="denied",
+        reason=verdict.reason,
+        detail=verdict.detail,
+        namespace=request.namespace,
+        pod=request.object,
+        denial=verdict.detail,
+    )
+
+
+def _uncommitted(record: Record | None, view: ClusterView, namespace: str, gang_key: str) -> bool:
+    """The gang podium chooses a zone for is not committed to one yet, so where ``hold`` (or
+    ``auto`` without kube-scheduler's PodGroups) applies its pod waits behind podium's gate:
+    it has no record, or no zone recorded, or no pod released into it. A gang with a released pod
+    follows its recorded zone."""
+    return record is None or record.zone is None or not any_released(view, namespace, gang_key)
 
 
 def _not_placed_elsewhere(pod: Obj) -> str | None:
@@ -280,9 +282,9 @@ def any_released(view: ClusterView, namespace: str, gang_key: str) -> bool:
     return view.released(namespace, gang_key) > 0
 
 
-def _held(pod: Obj, namespace: str, gang: Gang) -> Decision:
-    """The pod behind podium's gate, labelled as its gang's, with no zone and no effects: the
-    releaser writes the record and policy when the whole gang fits somewhere."""
+def _held_decision(pod: Obj, namespace: str, gang: Gang) -> Decision:
+    """The pod behind podium's gate, labelled as its gang's, with no zone and nothing to create:
+    the releaser writes the record and policy when the whole gang fits somewhere."""
     after, patch = mutation.hold(pod, gang_key=gang.key)
     return Decision(
         outcome="held",
@@ -304,156 +306,6 @@ def _summary(gang: Gang) -> str:
     pods = sum(g.count for g in gang.demand)
     total = resources.describe({k: v for k, v in gang.total.items() if v and k != resources.PODS})
     return f"{pods} pod(s), {total or 'no requests'}"
-
-
-def _trusted_label(pod: Obj | None, key: str = labels.JOB) -> str | None:
-    value = ((pod or {}).get("metadata") or {}).get("labels") or {}
-    return value.get(key) if isinstance(value, Mapping) else None
-
-
-def _guard_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
-    """Only podium sets its job label, at creation: an update that adds, changes or removes it
-    would move a pod into (or out of) some job's allow policy, so it is refused — except podium's
-    own removal of a label the pod's controller chain disowns (``disowned_label``: the
-    reconciler's, for a pod created with a copied label while podium was down). Both must hold:
-    the request comes from podium's own user, and the label it removes is not the pod's."""
-    before, after = _trusted_label(request.old_object), _trusted_label(request.object)
-    if before == after:
-        return _guard_zone_update(request, view, settings)
-    if (
-        after is None
-        and _by_podium(request, settings)
-        and request.old_object is not None
-        and (why := disowned_label(request.old_object, request.namespace, view)) is not None
-    ):
-        return Decision(
-            outcome="skipped",
-            reason="own-label-removal",
-            detail=f"podium ({settings.own_user}) removed a copied {labels.JOB} label: {why}",
-            namespace=request.namespace,
-        )
-    message = (
-        f"the {labels.JOB} label is set by podium when a pod is created and cannot be "
-        f"changed afterwards ({before!r} → {after!r})"
-    )
-    return _refused(request, message)
-
-
-def _guard_zone_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
-    """Only podium sets its zone label, like its job label: a zone-scoped policy lets the pods
-    labelled with a zone talk to each other, so a pod that says it is in another zone than it
-    runs in would open traffic across zones. Refused, except podium's own labelling of a bound pod
-    with the zone of its node (the reconciler's, for a pod whose zone was not known when podium
-    admitted it)."""
-    before = _trusted_label(request.old_object, labels.ZONE)
-    after = _trusted_label(request.object, labels.ZONE)
-    if before == after:
-        return Decision(
-            outcome="skipped",
-            reason="not-a-pod-creation",
-            detail="UPDATE Pod that leaves podium's labels alone",
-            namespace=request.namespace,
-        )
-    if (release := _own_release(request, settings, after)) is not None:
-        return release
-    node = view.node(str(((request.old_object or {}).get("spec") or {}).get("nodeName") or ""))
-    if (
-        after is not None
-        and _by_podium(request, settings)
-        and node is not None
-        and node.zone == after
-    ):
-        return Decision(
-            outcome="skipped",
-            reason="own-zone-label",
-            detail=(
-                f"podium ({settings.own_user}) labelled the pod with the zone of its node "
-                f"{node.name}"
-            ),
-            namespace=request.namespace,
-        )
-    message = (
-        f"the {labels.ZONE} label is set by podium and cannot be changed ({before!r} → {after!r})"
-    )
-    return _refused(request, message)
-
-
-def _own_release(request: Request, settings: Settings, zone: str | None) -> Decision | None:
-    """podium's releaser ungating a held pod into its gang's zone: from podium's own user, the
-    old pod carried podium's gate and the new one does not, and the label names the one zone the
-    new pod's placement allows (required in every term, or its node selector). None otherwise."""
-    old_spec = (request.old_object or {}).get("spec") or {}
-    new_spec = (request.object or {}).get("spec") or {}
-    if not (
-        zone is not None
-        and _by_podium(request, settings)
-        and has_gate(old_spec)
-        and not has_gate(new_spec)
-        and selectors.pinned_zones(new_spec, settings.zone_label) == frozenset({zone})
-    ):
-        return None
-    return Decision(
-        outcome="skipped",
-        reason="own-release",
-        detail=f"podium ({settings.own_user}) released a held pod into zone {zone}",
-        namespace=request.namespace,
-    )
-
-
-def _by_podium(request: Request, settings: Settings) -> bool:
-    """The request comes from podium's own user (its reconciler), when that user is known."""
-    return bool(settings.own_user) and request.user.get("username") == settings.own_user
-
-
-def _refused(request: Request, message: str) -> Decision:
-    """A change to one of podium's trusted labels, refused with ``message``."""
-    return Decision(
-        outcome="denied",
-        reason="trusted-label-changed",
-        detail=message,
-        namespace=request.namespace,
-        pod=request.object,
-        denial=message,
-    )
-
-
-def disowned_label(pod: Obj, namespace: str, view: ClusterView) -> str | None:
-    """Why the pod's ``podium.dev/job`` label is not its own, or None when it is (or the pod has
-    none, or is finished, or its own job cannot be checked right now).
-
-    The label is its own when an adapter recognises the pod as a member of exactly that gang, or
-    — the job not in the view, e.g. being deleted — when the gang key starts with the UID of an
-    object in the pod's controller chain. Anything else was copied: admission strips such a label,
-    but a pod created while podium was down never went through admission."""
-    value = _trusted_label(pod)
-    if not value or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-        return None
-    gang = adapters.recognise(pod, namespace, view)
-    if gang is not None:
-        if gang.key == value:
-            return None
-        return f"its controller chain leads to {gang.display} (gang {gang.key}), not gang {value}"
-    chain = _controller_uids(pod, view)
-    if any(value == uid or value.startswith(uid + "-") for uid in chain):
-        return None
-    owner = controller_ref(pod)
-    what = f"{owner.get('kind')}/{owner.get('name')}" if owner else "no controller"
-    return f"no job in its controller chain ({what}) has gang {value}"
-
-
-def _controller_uids(obj: Obj, view: ClusterView, depth: int = 4) -> list[str]:
-    """The UIDs of the object's controller, its controller's controller, … as far as the view
-    knows them (a reference's UID counts even when its object is not in the view)."""
-    uids: list[str] = []
-    current: Obj | None = obj
-    for _ in range(depth):
-        ref = controller_ref(current) if current is not None else None
-        uid = str((ref or {}).get("uid") or "")
-        if not uid or uid in uids:
-            break
-        uids.append(uid)
-        current = view.by_uid(uid)
-    return uids
 
 
 def _guard(
@@ -498,20 +350,20 @@ def _skipped(pod: Obj, namespace: str, reason: str, detail: str, *, strip: bool 
     )
 
 
-def _pin(
+def _place(
     pod: Obj,
     namespace: str,
     gang: Gang,
     view: ClusterView,
     settings: Settings,
     *,
+    name: str,
+    record: Record | None,
+    unfit: str | None,
     now: datetime,
-    recorded: Record | None,
-    scheduler: bool = False,
 ) -> Decision:
-    name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
-    record = recorded or _recorded(view, namespace, name, gang.key)
-    unfit = _scheduler_chooses(pod, namespace, gang, view, settings, record, scheduler)
+    """The pod placed at admission: in its gang's PodGroup ``name`` when kube-scheduler chooses
+    the zone (``unfit`` None, ``_scheduler_chooses``), else pinned to the zone podium chooses."""
     if unfit is None:
         return _group(pod, namespace, gang, view, settings, name=name, now=now, record=record)
     spec: Obj = pod.get("spec") or {}
@@ -528,12 +380,12 @@ def _pin(
             since=now - timedelta(seconds=settings.reservation_seconds), exclude=gang.key
         ),
     )
-    return _pinned(
+    return _pinned_decision(
         pod, namespace, gang, view, settings, choice=choice, record=record, unfit=unfit, now=now
     )
 
 
-def _pinned(
+def _pinned_decision(
     pod: Obj,
     namespace: str,
     gang: Gang,
@@ -548,7 +400,7 @@ def _pinned(
     """The pod pinned to the zone podium chose (or left unpinned), with the gang's record and
     policy to create."""
     recorded_zone = record.zone if record else None
-    policy_name, policy, withheld = _policy(
+    policy_name, policy, withheld = policies.covering_policy(
         gang, namespace, view, settings, zone=choice.zone, record_zone=recorded_zone or choice.zone
     )
     after, patch = mutation.pin(
@@ -558,7 +410,7 @@ def _pinned(
         zone_label=settings.zone_label,
         annotations=_pin_annotations(pod, choice, policy_name),
     )
-    effects = _record_unless_held(
+    new_record = _new_record(
         record,
         gang=gang,
         namespace=namespace,
@@ -567,7 +419,6 @@ def _pinned(
         detail=choice.detail,
         now=now,
     )
-    effects.extend(policy)
     warnings = [*choice.warnings, *_host_network(pod)]
     if withheld:
         warnings.append(withheld)
@@ -582,7 +433,8 @@ def _pinned(
         patch=patch,
         gang=gang,
         zone=choice.zone,
-        effects=tuple(effects),
+        record=new_record,
+        policy=next(iter(policy), None),
         warnings=tuple(warnings),
         capacity=choice.capacity,
         policy_name=policy_name,
@@ -602,8 +454,8 @@ def _pin_annotations(pod: Obj, choice: zones.ZoneChoice, policy_name: str | None
     return annotations
 
 
-def _record_unless_held(
-    record: Record | None,
+def _new_record(
+    existing: Record | None,
     *,
     gang: Gang,
     namespace: str,
@@ -612,83 +464,19 @@ def _record_unless_held(
     detail: str,
     now: datetime,
     chooser: str = records.PODIUM,
-) -> list[Manifest]:
-    """The gang's decision record to create, unless the gang has one already."""
-    if record is not None:
-        return []
-    decided_at = now.astimezone(UTC).isoformat(timespec="seconds")
-    return [
-        policies.build_record(
-            gang=gang,
-            namespace=namespace,
-            zone=zone,
-            reason=reason,
-            detail=detail,
-            decided_at=decided_at,
-            chooser=chooser,
-        )
-    ]
-
-
-def _policy(
-    gang: Gang,
-    namespace: str,
-    view: ClusterView,
-    settings: Settings,
-    *,
-    zone: str | None,
-    record_zone: str | None,
-    fresh: bool = False,
-) -> tuple[str | None, list[Manifest], str | None]:
-    """The name of the gang's policy that covers a pod in ``zone`` (None when none does: no
-    policy mode, no zone yet in zone scope, or withheld), the policy to create when the view does
-    not hold it yet, and the warning when podium withholds it (``policies.withheld``)."""
-    kind = policies.policy_kind(settings.policy_mode)
-    if kind is None or (settings.policy_scope is PolicyScope.ZONE and not zone):
-        return None, [], None
-    crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
-    if (why := policies.withheld(settings, crd)) is not None:
-        return None, [], why
-    scoped = zone if settings.policy_scope is PolicyScope.ZONE else None
-    name = policies.policy_name(gang, scoped, record_zone=record_zone)
-    if not fresh and view.get(*kind, namespace, name) is not None:
-        return name, [], None
-    built = policies.build_policy(
+) -> Manifest | None:
+    """The gang's decision record to create, or None when the gang has one already."""
+    if existing is not None:
+        return None
+    return policies.build_record(
         gang=gang,
         namespace=namespace,
-        mode=settings.policy_mode,
-        scope=settings.policy_scope,
         zone=zone,
-        record_zone=record_zone,
+        reason=reason,
+        detail=detail,
+        decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+        chooser=chooser,
     )
-    return name, [built] if built is not None else [], None
-
-
-def gang_policy(
-    gang: Gang,
-    namespace: str,
-    view: ClusterView,
-    settings: Settings,
-    *,
-    zone: str | None,
-    fresh: bool = False,
-) -> tuple[str | None, list[Manifest]]:
-    """The gang's policy for ``zone`` (the zone its record names) as an admission pinned to that
-    zone would ask for it: its name (None when there is none) and the policy to create when the
-    view does not hold it yet (``fresh``: whether or not it does, for a gang decided again, whose
-    policy of the same name may be scoped to the zone decided before). The releaser writes it
-    before it ungates a pod."""
-    name, manifests, _ = _policy(
-        gang, namespace, view, settings, zone=zone, record_zone=zone, fresh=fresh
-    )
-    return name, manifests
-
-
-def job_wide_policy(
-    gang: Gang, namespace: str, view: ClusterView, settings: Settings
-) -> tuple[str | None, list[Manifest]]:
-    """The gang's job-wide policy (``too-big: spread``), as ``_group`` asks for it."""
-    return _job_wide_policy(gang, namespace, view, settings)
 
 
 def _scheduler_chooses(
@@ -700,8 +488,10 @@ def _scheduler_chooses(
     record: Record | None,
     scheduler: bool,
 ) -> str | None:
-    """None when kube-scheduler chooses the gang's zone; else why podium does ("" when podium
-    mode is simply what the settings or the gang's record say).
+    """Does kube-scheduler choose the gang's zone? None when it does; else why podium does (""
+    when that is simply what the settings or the gang's record say: ``pin`` and ``hold``, or
+    ``auto`` where the apiserver serves no PodGroups; else why a PodGroup cannot express the
+    gang, ``podgroups.unfit``).
 
     The gang's record decides for a gang already seen: every pod of a gang goes the same way,
     whatever the setting or the cluster's support says by the time it comes."""
@@ -732,14 +522,14 @@ def _group(
     are created, the scheduler's topology constraint keeps the gang in one zone, and scoping the
     policy later would mean relabelling running pods, which changes their Cilium identity under
     NCCL's open connections (docs/design.md, "zone chooser")."""
-    policy_name, policy = _job_wide_policy(gang, namespace, view, settings)
+    policy_name, policy = policies.job_wide_policy(gang, namespace, view, settings)
     after, patch = _join_podgroup(pod, gang, settings, name=name, policy_name=policy_name)
     size = podgroups.size_of(gang)
     detail = (
         f"kube-scheduler places all {size} pods of {gang.display} in one {settings.zone_label} "
         f"domain (PodGroup {name})"
     )
-    effects = _record_unless_held(
+    new_record = _new_record(
         record,
         gang=gang,
         namespace=namespace,
@@ -749,12 +539,6 @@ def _group(
         now=now,
         chooser=records.SCHEDULER,
     )
-    # Every pod asks for the PodGroup (AlreadyExists is fine): the view does not hold PodGroups,
-    # and a pod naming a PodGroup that never comes would wait for it for ever.
-    effects.append(
-        podgroups.build_podgroup(gang=gang, namespace=namespace, zone_label=settings.zone_label)
-    )
-    effects.extend(policy)
     return Decision(
         outcome="grouped",
         reason=podgroups.REASON,
@@ -765,7 +549,13 @@ def _group(
         patch=patch,
         gang=gang,
         zone=record.zone if record is not None else None,
-        effects=tuple(effects),
+        record=new_record,
+        # Every pod asks for the PodGroup (AlreadyExists is fine): the view does not hold
+        # PodGroups, and a pod naming a PodGroup that never comes would wait for it for ever.
+        podgroup=podgroups.build_podgroup(
+            gang=gang, namespace=namespace, zone_label=settings.zone_label
+        ),
+        policy=next(iter(policy), None),
         warnings=_host_network(pod),
         policy_name=policy_name,
     )
@@ -789,26 +579,6 @@ def _join_podgroup(
 def _host_network(pod: Obj) -> tuple[str, ...]:
     """The warning for a pod on the host's network (a policy does not cover it), if it is."""
     return (HOST_NETWORK_WARNING,) if (pod.get("spec") or {}).get("hostNetwork") else ()
-
-
-def _job_wide_policy(
-    gang: Gang, namespace: str, view: ClusterView, settings: Settings
-) -> tuple[str | None, list[Manifest]]:
-    """The name of the gang's job-wide policy (None without a policy mode), and the policy to
-    create when the view does not hold it yet."""
-    policy_kind = policies.policy_kind(settings.policy_mode)
-    policy = policies.build_policy(
-        gang=gang, namespace=namespace, mode=settings.policy_mode, scope=PolicyScope.JOB, zone=None
-    )
-    policy_name = policy["metadata"]["name"] if policy is not None else None
-    if (
-        policy_kind is not None
-        and policy is not None
-        and policy_name is not None
-        and view.get(*policy_kind, namespace, policy_name) is None
-    ):
-        return policy_name, [policy]
-    return policy_name, []
 
 
 def _recorded(view: ClusterView, namespace: str, name: str, gang_key: str) -> Record | None:

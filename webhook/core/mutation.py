@@ -19,8 +19,9 @@ from typing import Any, NamedTuple
 import jsonpatch
 from jsonpointer import escape
 
-from webhook.core import labels
-from webhook.core.objects import Obj
+from webhook.core import labels, selectors
+from webhook.core.objects import Obj, as_mapping
+from webhook.core.view import has_gate
 
 Pod = dict[str, Any]
 Op = dict[str, Any]
@@ -132,6 +133,21 @@ def release(
         spec.pop("schedulingGates", None)
         ungate = [{"op": "remove", "path": "/spec/schedulingGates"}]
     return Mutation(after, [*guard, *ops, *ungate])
+
+
+def is_release(before: Obj, after: Obj, *, zone_label: str) -> bool:
+    """``after`` is ``before`` as ``release`` makes it: ``before`` carried podium's gate, ``after``
+    does not, and ``after``'s trusted zone label names the one zone its placement allows (required
+    in every term, or its node selector). What the admission of podium's own UPDATE recognises
+    (``updates``), beside what builds it, so the two change together."""
+    zone = as_mapping(as_mapping(after.get("metadata")).get("labels")).get(labels.ZONE)
+    old_spec, new_spec = as_mapping(before.get("spec")), as_mapping(after.get("spec"))
+    return (
+        isinstance(zone, str)
+        and has_gate(old_spec)
+        and not has_gate(new_spec)
+        and selectors.pinned_zones(new_spec, zone_label) == frozenset({zone})
+    )
 
 
 def without_trusted_label(pod: Obj) -> Mutation:

@@ -14,6 +14,11 @@ policy, named like the record.
 Cilium before 1.16 has no ``enableDefaultDeny``: its CRD prunes the field, and podium's allow
 policy would then put the job's pods into default deny. ``withheld`` says when not to write it,
 from the installed CRD (``knows_default_deny``).
+
+Which of them a gang gets, read against the view (the name that covers a pod, and whether the
+policy still has to be created): ``covering_policy`` for an admission, ``gang_policy`` for a gang
+released into its recorded zone, ``job_wide_policy`` for a gang kube-scheduler places or one
+released across zones. The engine and the releaser's plan ask the same functions.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 from webhook.core import labels, records
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
+from webhook.core.view import ClusterView
 
 Manifest = dict[str, Any]
 
@@ -252,3 +258,81 @@ def policy_kind(mode: PolicyMode) -> tuple[str, str] | None:
     if mode is PolicyMode.KUBERNETES:
         return K8S_POLICY_API_VERSION, K8S_POLICY_KIND
     return None
+
+
+# -- which policy a gang gets --------------------------------------------------------------------
+
+
+def covering_policy(
+    gang: Gang,
+    namespace: str,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    zone: str | None,
+    record_zone: str | None,
+    fresh: bool = False,
+) -> tuple[str | None, list[Manifest], str | None]:
+    """The name of the gang's policy that covers a pod in ``zone`` (None when none does: no
+    policy mode, no zone yet in zone scope, or withheld), the policy to create when the view does
+    not hold it yet, and the warning when podium withholds it (``withheld``)."""
+    kind = policy_kind(settings.policy_mode)
+    if kind is None or (settings.policy_scope is PolicyScope.ZONE and not zone):
+        return None, [], None
+    crd = view.get(CRD_API_VERSION, CRD_KIND, "", CILIUM_CRD)
+    if (why := withheld(settings, crd)) is not None:
+        return None, [], why
+    scoped = zone if settings.policy_scope is PolicyScope.ZONE else None
+    name = policy_name(gang, scoped, record_zone=record_zone)
+    if not fresh and view.get(*kind, namespace, name) is not None:
+        return name, [], None
+    built = build_policy(
+        gang=gang,
+        namespace=namespace,
+        mode=settings.policy_mode,
+        scope=settings.policy_scope,
+        zone=zone,
+        record_zone=record_zone,
+    )
+    return name, [built] if built is not None else [], None
+
+
+def gang_policy(
+    gang: Gang,
+    namespace: str,
+    view: ClusterView,
+    settings: Settings,
+    *,
+    zone: str | None,
+    fresh: bool = False,
+) -> tuple[str | None, list[Manifest]]:
+    """The gang's policy for ``zone`` (the zone its record names) as an admission pinned to that
+    zone would ask for it: its name (None when there is none) and the policy to create when the
+    view does not hold it yet (``fresh``: whether or not it does, for a gang decided again, whose
+    policy of the same name may be scoped to the zone decided before). The releaser writes it
+    before it ungates a pod."""
+    name, manifests, _ = covering_policy(
+        gang, namespace, view, settings, zone=zone, record_zone=zone, fresh=fresh
+    )
+    return name, manifests
+
+
+def job_wide_policy(
+    gang: Gang, namespace: str, view: ClusterView, settings: Settings
+) -> tuple[str | None, list[Manifest]]:
+    """The name of the gang's job-wide policy (None without a policy mode), and the policy to
+    create when the view does not hold it yet: what a gang kube-scheduler places gets
+    (``engine._group``), and a held gang released across zones (``too-big: spread``)."""
+    kind = policy_kind(settings.policy_mode)
+    policy = build_policy(
+        gang=gang, namespace=namespace, mode=settings.policy_mode, scope=PolicyScope.JOB, zone=None
+    )
+    name = policy["metadata"]["name"] if policy is not None else None
+    if (
+        kind is not None
+        and policy is not None
+        and name is not None
+        and view.get(*kind, namespace, name) is None
+    ):
+        return name, [policy]
+    return name, []

@@ -1,7 +1,7 @@
 """Which held gangs to release now, into which zone, and why the others wait. Pure.
 
 ``zone-chooser: hold`` admits a new gang's pods behind podium's scheduling gate
-(``labels.HOLD_GATE``, ``engine._held``). ``plan(view, settings, now=...)`` reads the view and
+(``labels.HOLD_GATE``, ``mutation.hold``). ``plan(view, settings, now=...)`` reads the view and
 answers, per held gang, either ``Release`` (the zone, the record and policy to write first, the
 pods to ungate) or ``Wait`` (why, and its place in line). ``webhook.serve.releaser`` carries a
 plan out. The rules, in the order they apply:
@@ -52,7 +52,6 @@ from datetime import UTC, datetime
 
 from webhook.core import (
     adapters,
-    engine,
     labels,
     mutation,
     podgroups,
@@ -482,7 +481,7 @@ def _place(fitting: Mapping[str, _ZoneFit], fit: _Fit, settings: Settings) -> tu
 def _complete(held: HeldGang, view: ClusterView, settings: Settings, now: datetime) -> Release:
     assert held.record is not None and held.record.zone
     zone = held.record.zone
-    name, policy = engine.gang_policy(held.gang, held.namespace, view, settings, zone=zone)
+    name, policy = policies.gang_policy(held.gang, held.namespace, view, settings, zone=zone)
     return Release(
         held=held,
         zone=zone,
@@ -514,11 +513,11 @@ def _release(
     gang = held.gang
     if zone is not None:
         again = held.record is not None  # decided before: its policy may name the old zone
-        name, policy = engine.gang_policy(
+        name, policy = policies.gang_policy(
             gang, held.namespace, view, settings, zone=zone, fresh=again
         )
     else:
-        name, policy = engine.job_wide_policy(gang, held.namespace, view, settings)
+        name, policy = policies.job_wide_policy(gang, held.namespace, view, settings)
     detail = detail or (
         f"{zone} has room for all of {gang.display} ({_needs(gang, fit.primary)}), "
         f"after {held.waited(now):.0f}s held"

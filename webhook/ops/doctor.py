@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, engine, labels, policies, release
+from webhook.core import adapters, labels, policies, release, updates
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of, parse_time
@@ -409,7 +409,7 @@ def _copied_labels(
         if (namespace is not None and ns != namespace) or not _opted_in(view, settings, ns):
             continue
         for pod in view.pods_in(ns, {labels.JOB: gang}):
-            why = engine.disowned_label(pod, ns, view)
+            why = updates.disowned_label(pod, ns, view)
             if why is not None:
                 out[(ns, gang)].append((pod, why))
     return out

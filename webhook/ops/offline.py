@@ -163,7 +163,7 @@ async def review(
     }
     side_effects = [
         m
-        for m in (decision.effects if decision else ())
+        for m in (decision.to_create if decision else ())
         if (m["kind"], m["metadata"]["name"]) in created
     ]
     response = {**dict(review_doc), **answer.body}

@@ -132,10 +132,10 @@ class Admitter:
         results: list[audit.EffectEntry] = []
         warnings = list(decision.warnings)
         if decision.shadow_of is not None:
-            results = _not_created(decision.shadow_of.effects, "shadow")
-        elif decision.effects and request.dry_run:
-            results = _not_created(decision.effects, "dry-run")
-        elif decision.effects:
+            results = _not_created(decision.shadow_of.to_create, "shadow")
+        elif decision.to_create and request.dry_run:
+            results = _not_created(decision.to_create, "dry-run")
+        elif decision.to_create:
             if self.api is None:
                 return self._fail_open(
                     request, decision, started=started, now=now, why="no Kubernetes API configured"

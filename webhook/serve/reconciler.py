@@ -21,7 +21,7 @@ younger than the grace period and is left alone.
 A pod created while podium was down (``failurePolicy: Ignore``) skipped the admission that strips
 a copied ``podium.dev/job`` label, and would be selected by that job's allow policy. So every pass
 also looks at the pods carrying the label in opted-in namespaces (``plan_labels``): a label that
-the pod's controller chain does not lead to (``engine.disowned_label``) is removed — a merge
+the pod's controller chain does not lead to (``updates.disowned_label``) is removed — a merge
 patch by podium's own user, which the UPDATE guard lets remove exactly such a label — audited,
 and reported as a ``JobLabelRemoved`` Event on the pod.
 
@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, audit, engine, labels, podgroups, policies, records, release
+from webhook.core import adapters, audit, labels, podgroups, policies, records, release, updates
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
@@ -182,13 +182,13 @@ def split_gangs(view: ClusterView) -> list[tuple[str, str]]:
 
 def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
     """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
-    controller chain disowns (``engine.disowned_label``)."""
+    controller chain disowns (``updates.disowned_label``)."""
     actions: list[Action] = []
     for namespace, gang in sorted(set(view.gangs())):
         if not _opted_in(view, settings, namespace):
             continue
         for pod in view.pods_in(namespace, {labels.JOB: gang}):
-            why = engine.disowned_label(pod, namespace, view)
+            why = updates.disowned_label(pod, namespace, view)
             if why is None:
                 continue
             meta = _meta(pod)
@@ -422,7 +422,7 @@ def _zone_labels(
         node = view.node(str(spec.get("nodeName") or ""))
         truth = node.zone if node is not None else None
         if label_zones and truth and have != truth:
-            if engine.disowned_label(pod, namespace, view) is not None:
+            if updates.disowned_label(pod, namespace, view) is not None:
                 continue  # a copied job label: plan_labels removes it
             actions.append(
                 act(
