@@ -32,7 +32,7 @@ from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
 from webhook.core.settings import Mode, Settings, ZoneChooser
-from webhook.core.view import ClusterView
+from webhook.core.view import View
 
 #: ``grouped``: the pod joined its gang's PodGroup; kube-scheduler chooses the zone.
 #: ``held``: the pod carries podium's gate until the releaser ungates its whole gang into one
@@ -111,7 +111,7 @@ SHADOWED: frozenset[Outcome] = frozenset({"pinned", "unpinned", "grouped", "held
 
 def decide(
     request: Request,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     now: datetime,
@@ -134,7 +134,7 @@ def decide(
 
 
 def shadowed(
-    decision: Decision, view: ClusterView, settings: Settings, *, now: datetime, scheduler: bool
+    decision: Decision, view: View, settings: Settings, *, now: datetime, scheduler: bool
 ) -> Decision:
     """The decision as shadow mode answers it: the pod unchanged, nothing to create, no warning
     for the pod's creator; ``shadow_of`` keeps what enforce mode would have done, for the audit.
@@ -171,7 +171,7 @@ def shadowed(
 
 def _decide(
     request: Request,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     now: datetime,
@@ -220,7 +220,7 @@ def _decide(
     )
 
 
-def _judged_update(request: Request, view: ClusterView, settings: Settings) -> Decision:
+def _judged_update(request: Request, view: View, settings: Settings) -> Decision:
     """A pod's UPDATE as ``updates.judge`` answers it: let through, or refused (``denial``)."""
     verdict = updates.judge(request, view, settings)
     if not verdict.refused:
@@ -240,7 +240,7 @@ def _judged_update(request: Request, view: ClusterView, settings: Settings) -> D
     )
 
 
-def _uncommitted(record: Record | None, view: ClusterView, namespace: str, gang_key: str) -> bool:
+def _uncommitted(record: Record | None, view: View, namespace: str, gang_key: str) -> bool:
     """The gang podium chooses a zone for is not committed to one yet, so where ``hold`` (or
     ``auto`` without kube-scheduler's PodGroups) applies its pod waits behind podium's gate:
     it has no record, or no zone recorded, or no pod released into it. A gang with a released pod
@@ -276,7 +276,7 @@ def _not_placed_elsewhere(pod: Obj) -> str | None:
     return None
 
 
-def any_released(view: ClusterView, namespace: str, gang_key: str) -> bool:
+def any_released(view: View, namespace: str, gang_key: str) -> bool:
     """Some pod of the gang was released (carries its label, not podium's gate) and is not
     finished: the gang is committed to its recorded zone, and later pods follow it."""
     return view.released(namespace, gang_key) > 0
@@ -308,9 +308,7 @@ def _summary(gang: Gang) -> str:
     return f"{pods} pod(s), {total or 'no requests'}"
 
 
-def _guard(
-    pod: Obj, namespace: str, view: ClusterView, settings: Settings
-) -> tuple[str, str] | None:
+def _guard(pod: Obj, namespace: str, view: View, settings: Settings) -> tuple[str, str] | None:
     meta: Mapping[str, Any] = pod.get("metadata") or {}
     if settings.skips_namespace(namespace):
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
@@ -354,7 +352,7 @@ def _place(
     pod: Obj,
     namespace: str,
     gang: Gang,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     name: str,
@@ -389,7 +387,7 @@ def _pinned_decision(
     pod: Obj,
     namespace: str,
     gang: Gang,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     choice: zones.ZoneChoice,
@@ -483,7 +481,7 @@ def _scheduler_chooses(
     pod: Obj,
     namespace: str,
     gang: Gang,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     record: Record | None,
     scheduler: bool,
@@ -508,7 +506,7 @@ def _group(
     pod: Obj,
     namespace: str,
     gang: Gang,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     name: str,
@@ -581,7 +579,7 @@ def _host_network(pod: Obj) -> tuple[str, ...]:
     return (HOST_NETWORK_WARNING,) if (pod.get("spec") or {}).get("hostNetwork") else ()
 
 
-def _recorded(view: ClusterView, namespace: str, name: str, gang_key: str) -> Record | None:
+def _recorded(view: View, namespace: str, name: str, gang_key: str) -> Record | None:
     """The gang's decision record in the view, parsed once per version of the record."""
     obj = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, namespace, name)
     return records.read_record(
@@ -589,7 +587,7 @@ def _recorded(view: ClusterView, namespace: str, name: str, gang_key: str) -> Re
     )
 
 
-def _placed_members(gang: Gang, namespace: str, view: ClusterView) -> list[zones.Placed]:
+def _placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed]:
     """Members of the gang that are already bound to a node with a zone."""
     placed = []
     # Only pods carrying the gang's trusted label or all its member labels can be members: ask

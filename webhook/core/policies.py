@@ -31,7 +31,7 @@ from typing import Any
 from webhook.core import labels, records
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
-from webhook.core.view import ClusterView
+from webhook.core.view import View
 
 Manifest = dict[str, Any]
 
@@ -266,7 +266,7 @@ def policy_kind(mode: PolicyMode) -> tuple[str, str] | None:
 def covering_policy(
     gang: Gang,
     namespace: str,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     zone: str | None,
@@ -300,7 +300,7 @@ def covering_policy(
 def gang_policy(
     gang: Gang,
     namespace: str,
-    view: ClusterView,
+    view: View,
     settings: Settings,
     *,
     zone: str | None,
@@ -318,7 +318,7 @@ def gang_policy(
 
 
 def job_wide_policy(
-    gang: Gang, namespace: str, view: ClusterView, settings: Settings
+    gang: Gang, namespace: str, view: View, settings: Settings
 ) -> tuple[str | None, list[Manifest]]:
     """The name of the gang's job-wide policy (None without a policy mode), and the policy to
     create when the view does not hold it yet: what a gang kube-scheduler places gets

@@ -18,7 +18,7 @@ from webhook.core import adapters, labels, mutation
 from webhook.core.objects import Obj, controller_ref
 from webhook.core.reviews import Request
 from webhook.core.settings import Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView
+from webhook.core.view import TERMINAL_PHASES, View
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class Verdict:
 UNTOUCHED = Verdict("not-a-pod-creation", "UPDATE Pod that leaves podium's labels alone")
 
 
-def judge(request: Request, view: ClusterView, settings: Settings) -> Verdict:
+def judge(request: Request, view: View, settings: Settings) -> Verdict:
     """Only podium sets its job label, at creation: an update that adds, changes or removes it
     would move a pod into (or out of) some job's allow policy, so it is refused — except podium's
     own removal of a label the pod's controller chain disowns (``disowned_label``: the
@@ -59,7 +59,7 @@ def judge(request: Request, view: ClusterView, settings: Settings) -> Verdict:
     )
 
 
-def _zone_update(request: Request, view: ClusterView, settings: Settings) -> Verdict:
+def _zone_update(request: Request, view: View, settings: Settings) -> Verdict:
     """Only podium sets its zone label, like its job label: a zone-scoped policy lets the pods
     labelled with a zone talk to each other, so a pod that says it is in another zone than it
     runs in would open traffic across zones. Refused, except podium's own release of a held pod
@@ -116,7 +116,7 @@ def _trusted_label(pod: Obj | None, key: str = labels.JOB) -> str | None:
     return value.get(key) if isinstance(value, Mapping) else None
 
 
-def disowned_label(pod: Obj, namespace: str, view: ClusterView) -> str | None:
+def disowned_label(pod: Obj, namespace: str, view: View) -> str | None:
     """Why the pod's ``podium.dev/job`` label is not its own, or None when it is (or the pod has
     none, or is finished, or its own job cannot be checked right now).
 
@@ -140,7 +140,7 @@ def disowned_label(pod: Obj, namespace: str, view: ClusterView) -> str | None:
     return f"no job in its controller chain ({what}) has gang {value}"
 
 
-def _controller_uids(obj: Obj, view: ClusterView, depth: int = 4) -> list[str]:
+def _controller_uids(obj: Obj, view: View, depth: int = 4) -> list[str]:
     """The UIDs of the object's controller, its controller's controller, … as far as the view
     knows them (a reference's UID counts even when its object is not in the view)."""
     uids: list[str] = []

@@ -400,7 +400,7 @@ def _cluster_findings(
 
 
 def _copied_labels(
-    view: ClusterView, settings: Settings, namespace: str | None
+    view: View, settings: Settings, namespace: str | None
 ) -> dict[tuple[str, str], list[tuple[Obj, str]]]:
     """Per (namespace, gang): the pods in opted-in namespaces whose podium.dev/job label names
     the gang although their controller chain disowns it, and why."""
