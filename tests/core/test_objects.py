@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.builders import PodBuilder
 from webhook.core import objects
@@ -101,3 +103,52 @@ def test_no_controller(metadata: Any) -> None:
 )
 def test_parse_time(value: object, expected: datetime | None) -> None:
     assert objects.parse_time(value) == expected
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    metadata=_JSON
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "name": _JSON,
+            "namespace": _JSON,
+            "uid": _JSON,
+            "labels": _JSON,
+            "annotations": _JSON,
+        },
+    )
+)
+def test_metadata_readers_tolerate_any_json(metadata: Any) -> None:
+    """Whatever a file or a creator put in ``metadata``, the readers answer and never raise:
+    names as strings, labels and annotations as string-to-string mappings."""
+    obj = {"metadata": metadata}
+    meta = objects.metadata_of(obj)
+    assert meta == (metadata if isinstance(metadata, dict) else {})
+    assert isinstance(objects.name_of(obj), str)
+    assert isinstance(objects.namespace_of(obj), str)
+    uid = objects.uid_of(obj)
+    assert uid is None or (isinstance(uid, str) and uid)
+    for read in (objects.labels_of, objects.annotations_of):
+        assert all(type(k) is str and type(v) is str for k, v in read(obj).items())
+
+
+def test_metadata_readers_read_what_is_there() -> None:
+    pod = PodBuilder("team-a", name="p").obj()
+    pod["metadata"].update(uid="u-1", labels={"a": "1", "n": 2}, annotations={"x": "y"})
+    assert (objects.name_of(pod), objects.namespace_of(pod), objects.uid_of(pod)) == (
+        "p",
+        "team-a",
+        "u-1",
+    )
+    assert objects.labels_of(pod) == {"a": "1"}  # 2 is no label value
+    assert objects.annotations_of(pod) == {"x": "y"}
+    assert objects.metadata_of(None) == {} == objects.metadata_of({"metadata": [1]})

@@ -27,7 +27,7 @@ from webhook.core import (
     zones,
 )
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, annotations_of, labels_of, metadata_of, name_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
@@ -125,9 +125,7 @@ def decide(
     decision = _decide(request, view, settings, now=now, recorded=recorded, scheduler=scheduler)
     if decision.outcome not in SHADOWED or decision.pod is None or decision.gang is None:
         return decision
-    ns_labels = ((view.namespace(decision.namespace) or {}).get("metadata") or {}).get(
-        "labels"
-    ) or {}
+    ns_labels = labels_of(view.namespace(decision.namespace))
     if settings.namespace_mode(decision.namespace, ns_labels) is not Mode.SHADOW:
         return decision
     return shadowed(decision, view, settings, now=now, scheduler=scheduler)
@@ -189,7 +187,7 @@ def _decide(
         return Decision(
             outcome="skipped", reason="not-a-pod-creation", detail=what, namespace=namespace
         )
-    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    meta: Mapping[str, Any] = metadata_of(pod)
     namespace = namespace or str(meta.get("namespace") or "")
     skip = _guard(pod, namespace, view, settings)
     if skip is not None:
@@ -258,7 +256,7 @@ def _not_placed_elsewhere(pod: Obj) -> str | None:
     (Volcano, say) places it and does its own gang admission. ``spec.nodeName``: the pod is
     placed already, and the apiserver refuses a gate on it."""
     spec: Mapping[str, Any] = pod.get("spec") or {}
-    meta_labels: Mapping[str, Any] = (pod.get("metadata") or {}).get("labels") or {}
+    meta_labels: Mapping[str, Any] = labels_of(pod)
     gates = spec.get("schedulingGates") or []
     others = [
         g.get("name") for g in gates if isinstance(g, Mapping) and g.get("name") != labels.HOLD_GATE
@@ -309,11 +307,11 @@ def _summary(gang: Gang) -> str:
 
 
 def _guard(pod: Obj, namespace: str, view: View, settings: Settings) -> tuple[str, str] | None:
-    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    meta: Mapping[str, Any] = metadata_of(pod)
     if settings.skips_namespace(namespace):
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
     ns = view.namespace(namespace)
-    ns_labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+    ns_labels = labels_of(ns)
     if settings.namespace_mode(namespace, ns_labels) is None:
         wanted = f"{settings.namespace_label}={settings.namespace_label_value}"
         return (
@@ -442,7 +440,7 @@ def _pinned_decision(
 def _pin_annotations(pod: Obj, choice: zones.ZoneChoice, policy_name: str | None) -> dict[str, str]:
     """podium's annotations on a pinned pod: its zone, why, and the policy that covers it."""
     annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
-    earlier: Mapping[str, Any] = (pod.get("metadata") or {}).get("annotations") or {}
+    earlier: Mapping[str, Any] = annotations_of(pod)
     if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
         # Reinvoked on a pod podium already pinned: same zone, so keep the first reason and
         # answer with an empty patch.
@@ -595,14 +593,14 @@ def _placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed
     queries = [{labels.JOB: gang.key}, *([gang.member_labels] if gang.member_labels else [])]
     seen: set[str] = set()
     for other in (pod for query in queries for pod in view.pods_in(namespace, query)):
-        name = str((other.get("metadata") or {}).get("name") or "")
+        name = name_of(other)
         if name in seen:
             continue
         seen.add(name)
         node_name = (other.get("spec") or {}).get("nodeName")
         if not node_name or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        other_labels: Mapping[str, str] = (other.get("metadata") or {}).get("labels") or {}
+        other_labels: Mapping[str, str] = labels_of(other)
         trusted = other_labels.get(labels.JOB) == gang.key
         if not trusted and not (
             gang.member_labels

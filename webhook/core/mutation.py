@@ -20,7 +20,7 @@ import jsonpatch
 from jsonpointer import escape
 
 from webhook.core import labels, selectors
-from webhook.core.objects import Obj, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_mapping, metadata_of
 from webhook.core.view import has_gate
 
 Pod = dict[str, Any]
@@ -114,8 +114,8 @@ def release(
     )
     if index is None:
         return Mutation(after, ops)
-    uid = (pod.get("metadata") or {}).get("uid")
-    said = (after.get("metadata") or {}).get("annotations") or {}
+    uid = metadata_of(pod).get("uid")
+    said = annotations_of(after)
     if labels.HELD_WHY in said:  # why it waited: no longer true
         meta = after["metadata"] = dict(after["metadata"])
         meta["annotations"] = {k: v for k, v in said.items() if k != labels.HELD_WHY}

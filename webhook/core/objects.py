@@ -25,7 +25,7 @@ def group_of(api_version: str) -> str:
 
 
 def key_of(obj: Obj) -> ObjectKey:
-    meta = obj.get("metadata") or {}
+    meta = metadata_of(obj)
     return (
         group_of(str(obj.get("apiVersion", ""))),
         str(obj.get("kind", "")),
@@ -50,9 +50,44 @@ def as_list(value: object) -> Sequence[Any]:
     return value if isinstance(value, list | tuple) else ()
 
 
+def metadata_of(obj: object) -> Mapping[str, Any]:
+    """The object's ``metadata``: an empty mapping when it is missing or not a mapping."""
+    return as_mapping(as_mapping(obj).get("metadata"))
+
+
+def _strings(value: object) -> Mapping[str, str]:
+    values = as_mapping(value)
+    if all(type(k) is str and type(v) is str for k, v in values.items()):
+        return values
+    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def name_of(obj: object) -> str:
+    return str(metadata_of(obj).get("name") or "")
+
+
+def namespace_of(obj: object) -> str:
+    return str(metadata_of(obj).get("namespace") or "")
+
+
+def labels_of(obj: object) -> Mapping[str, str]:
+    """The object's labels; entries whose key or value is not a string are left out."""
+    return _strings(metadata_of(obj).get("labels"))
+
+
+def annotations_of(obj: object) -> Mapping[str, str]:
+    """The object's annotations; entries whose key or value is not a string are left out."""
+    return _strings(metadata_of(obj).get("annotations"))
+
+
+def uid_of(obj: object) -> str | None:
+    uid = metadata_of(obj).get("uid")
+    return uid if isinstance(uid, str) and uid else None
+
+
 def owner_references(obj: object) -> Iterator[Mapping[str, Any]]:
     """The object's ownerReferences, in order, skipping any that is not a mapping."""
-    for ref in as_list(as_mapping(as_mapping(obj).get("metadata")).get("ownerReferences")):
+    for ref in as_list(metadata_of(obj).get("ownerReferences")):
         if is_mapping(ref):
             yield ref
 

@@ -26,8 +26,8 @@ from typing import Any
 from jsonpointer import escape
 
 from webhook.core import labels
-from webhook.core.adapters.base import Gang, uid_of
-from webhook.core.objects import Obj, as_mapping
+from webhook.core.adapters.base import Gang
+from webhook.core.objects import Obj, as_mapping, uid_of
 
 Manifest = dict[str, Any]
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from webhook.core import labels, records
 from webhook.core.adapters.base import Gang
+from webhook.core.objects import metadata_of
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import View
 
@@ -229,7 +230,7 @@ def slim_crd(crd: Mapping[str, Any]) -> dict[str, Any]:
             field = {"enableDefaultDeny": {"type": "object"}}
             kept["schema"] = {"openAPIV3Schema": {"properties": {"spec": {"properties": field}}}}
         versions.append(kept)
-    meta = crd.get("metadata") or {}
+    meta = metadata_of(crd)
     return {
         "apiVersion": crd.get("apiVersion", CRD_API_VERSION),
         "kind": crd.get("kind", CRD_KIND),

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.core import labels, resources
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, labels_of
 
 #: Who chose a gang's zone, as its record says (``data.zoneChooser``). Not the ``zone-chooser``
 #: setting: ``hold`` and ``pin`` both mean podium chooses. A record podium decided (pinned at
@@ -46,7 +46,7 @@ def parse_record(obj: Obj) -> Record | None:
     """The decision in a record object, for whichever gang it names; None if it is not podium's.
     A pure function of the object, so the view keeps its result (``ClusterView.derived``)."""
     data: Mapping[str, Any] = obj.get("data") or {}
-    meta_labels = (obj.get("metadata") or {}).get("labels") or {}
+    meta_labels = labels_of(obj)
     gang_key = data.get("gang")
     if not isinstance(gang_key, str) or meta_labels.get(labels.MANAGED_BY) != labels.MANAGER:
         return None

@@ -60,8 +60,8 @@ from webhook.core import (
     resources,
     zones,
 )
-from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, total_of, uid_of
-from webhook.core.objects import Obj, parse_time
+from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, total_of
+from webhook.core.objects import Obj, parse_time, uid_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from webhook.core.objects import Obj, is_mapping
+from webhook.core.objects import Obj, is_mapping, metadata_of
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -185,7 +185,7 @@ def review_for_pod(
     pod: Obj, *, uid: str = "offline-review", dry_run: bool = False
 ) -> dict[str, Any]:
     """An AdmissionReview that creates ``pod`` in its namespace, as the apiserver would send it."""
-    meta = pod.get("metadata") or {}
+    meta = metadata_of(pod)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

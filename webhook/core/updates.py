@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from webhook.core import adapters, labels, mutation
-from webhook.core.objects import Obj, controller_ref
+from webhook.core.objects import Obj, controller_ref, labels_of
 from webhook.core.reviews import Request
 from webhook.core.settings import Settings
 from webhook.core.view import TERMINAL_PHASES, View
@@ -112,7 +112,7 @@ def _refused(message: str) -> Verdict:
 
 def _trusted_label(pod: Obj | None, key: str = labels.JOB) -> str | None:
     """The value of podium's trusted label ``key`` on the pod (its job label by default)."""
-    value = ((pod or {}).get("metadata") or {}).get("labels") or {}
+    value = labels_of(pod)
     return value.get(key) if isinstance(value, Mapping) else None
 
 

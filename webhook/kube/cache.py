@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook.core import adapters, policies
-from webhook.core.objects import EventType, Obj
+from webhook.core.objects import EventType, Obj, metadata_of
 from webhook.core.view import ClusterView
 from webhook.kube import errors
 from webhook.kube.protocols import Lister, Resource, WatchStream
@@ -105,12 +105,12 @@ def slim(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _name_of(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    meta = metadata_of(obj)
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _rv_of(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return str(metadata_of(obj).get("resourceVersion") or "")
 
 
 # -- the cache ------------------------------------------------------------------------------------

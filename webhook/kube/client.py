@@ -31,7 +31,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.watch.watch import iter_resp_lines
 
-from webhook.core.objects import Obj, group_of
+from webhook.core.objects import Obj, group_of, metadata_of
 from webhook.core.policies import Manifest
 from webhook.kube import cache, errors
 from webhook.kube.protocols import JsonPatch, Page, Resource, WatchEvent, WatchStream
@@ -275,7 +275,7 @@ class KubeObjects:
     async def create(self, manifest: Manifest, *, dry_run: bool = False) -> Obj:
         """``dry_run``: the apiserver validates and defaults the object, drops the fields its
         feature gates do not serve, and answers with it, but stores nothing (``dryRun=All``)."""
-        meta = manifest.get("metadata") or {}
+        meta = metadata_of(manifest)
         where = path(
             str(manifest.get("apiVersion", "")),
             str(manifest.get("kind", "")),
@@ -307,13 +307,13 @@ class KubeObjects:
             for item in doc.get("items") or []:
                 if isinstance(item, dict):
                     items.append({**item, "apiVersion": api_version, "kind": kind})
-            token = (doc.get("metadata") or {}).get("continue") or None
+            token = metadata_of(doc).get("continue") or None
             if not token:
                 return items
             query["continue"] = token
 
     async def replace(self, manifest: Manifest) -> Obj:
-        meta = manifest.get("metadata") or {}
+        meta = metadata_of(manifest)
         where = path(
             str(manifest["apiVersion"]),
             str(manifest["kind"]),
@@ -399,7 +399,7 @@ class KubeLister:
         if resource.field_selector:
             query["fieldSelector"] = resource.field_selector
         doc = self._transport.request("GET", where, query=query, timeout=self.timeout)
-        meta = doc.get("metadata") or {}
+        meta = metadata_of(doc)
         items = doc.get("items")
         if not isinstance(items, list):
             raise errors.ApiError(f"GET {where}: the list has no items")

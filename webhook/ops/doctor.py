@@ -53,7 +53,15 @@ from rich.table import Table
 from webhook.core import adapters, labels, policies, release, updates
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj, group_of, parse_time
+from webhook.core.objects import (
+    Obj,
+    annotations_of,
+    group_of,
+    labels_of,
+    metadata_of,
+    name_of,
+    parse_time,
+)
 from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, View, has_gate
 from webhook.kube import cache, errors, leader
@@ -206,14 +214,6 @@ class _Job:
         return f"{self.gang.owner.kind}/{self.gang.owner.name}"
 
 
-def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _annotations(obj: Obj) -> Mapping[str, Any]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
-
-
 class NamespaceNotFound(LookupError):
     """``-n`` names a namespace the cluster does not have."""
 
@@ -222,12 +222,12 @@ def namespace_note(objects: Iterable[Obj], settings: Settings, namespace: str) -
     """What to say up front about the namespace ``-n`` names: nothing when podium acts in it,
     a sentence (with the label that opts it in) when it does not; ``NamespaceNotFound`` when it
     does not exist — otherwise a typo would read as "no problems found"."""
-    found = [o for o in objects if o.get("kind") == "Namespace" and _name(o) == namespace]
+    found = [o for o in objects if o.get("kind") == "Namespace" and name_of(o) == namespace]
     if not found:
         raise NamespaceNotFound(f"namespace {namespace} not found")
     if settings.skips_namespace(namespace):
         return f"namespace {namespace} is excluded from podium (its own, or excluded-namespaces)"
-    ns_labels = (found[0].get("metadata") or {}).get("labels") or {}
+    ns_labels = labels_of(found[0])
     label = f"{settings.namespace_label}={settings.namespace_label_value}"
     mode = settings.namespace_mode(namespace, ns_labels)
     if mode is Mode.ENFORCE:
@@ -267,7 +267,7 @@ def diagnose(
     keep = policyjudge.LabelFilter(
         str((config.get("data") or {}).get("labels") or "") or None if config else None
     )
-    namespaces = {_name(o): o for o in everything if o.get("kind") == "Namespace"}
+    namespaces = {name_of(o): o for o in everything if o.get("kind") == "Namespace"}
     network = policyjudge.Policies.parse(
         everything, namespaces, default_deny_known=crd is None or policies.knows_default_deny(crd)
     )
@@ -313,7 +313,7 @@ def _jobs(
     ]
     jobs: dict[tuple[str, str], _Job] = {}
     for i, pod in enumerate(pods, 1):
-        meta = pod.get("metadata") or {}
+        meta = metadata_of(pod)
         ns = str(meta.get("namespace") or "")
         if (namespace is None or ns == namespace) and (pod.get("status") or {}).get(
             "phase"
@@ -334,8 +334,8 @@ def _copied_only(
     for (ns, key), found in sorted(copied.items()):
         owner = base.job_of_gang(key, view)
         name = f"{owner['kind']}/{owner['name']}" if owner else f"gang {key}"
-        names = tuple(sorted(_name(p) for p, _ in found))
-        detail = "; ".join(f"{_name(p)}: {why}" for p, why in found)
+        names = tuple(sorted(name_of(p) for p, _ in found))
+        detail = "; ".join(f"{name_of(p)}: {why}" for p, why in found)
         finding = Finding("copied-label", ns, name, detail, names)
         verdicts.append(JobVerdict(ns, name, key, 0, (), (finding,)))
     return verdicts
@@ -347,7 +347,7 @@ def _managed(everything: Sequence[Obj], settings: Settings) -> set[tuple[str, st
     kind = policies.policy_kind(settings.policy_mode)
     out: set[tuple[str, str, str | None]] = set()
     for obj in everything:
-        meta = obj.get("metadata") or {}
+        meta = metadata_of(obj)
         found = meta.get("labels") or {}
         if (obj.get("apiVersion"), obj.get("kind")) != kind or found.get(
             labels.MANAGED_BY
@@ -417,7 +417,7 @@ def _copied_labels(
 
 def _opted_in(view: View, settings: Settings, namespace: str) -> bool:
     """podium enforces in the namespace (in shadow mode it pins nothing and writes no policy)."""
-    ns_labels = ((view.namespace(namespace) or {}).get("metadata") or {}).get("labels") or {}
+    ns_labels = labels_of(view.namespace(namespace))
     return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
 
 
@@ -439,7 +439,9 @@ def _judge(
     findings: list[Finding] = []
 
     def find(check: Check, detail: str, pods: Iterable[Obj] = ()) -> None:
-        findings.append(Finding(check, ns, job.name, detail, tuple(sorted(_name(p) for p in pods))))
+        findings.append(
+            Finding(check, ns, job.name, detail, tuple(sorted(name_of(p) for p in pods)))
+        )
 
     by_zone = _pods_by_zone(job, view)
     if len(by_zone) > 1:
@@ -449,16 +451,12 @@ def _judge(
     opted_in = _opted_in(view, settings, ns) and not _all_held(job)
     if opted_in and gang.job_annotations.get(labels.SKIP) != "true":
         _check_pinned(job, find)
-    admitted = [
-        p
-        for p in job.pods
-        if ((p.get("metadata") or {}).get("labels") or {}).get(labels.JOB) == gang.key
-    ]
+    admitted = [p for p in job.pods if labels_of(p).get(labels.JOB) == gang.key]
     if opted_in and admitted and settings.policy_mode is not PolicyMode.NONE and not withheld:
         _check_coverage(job, view, settings, admitted, managed_policies, find)
     findings.extend(_unschedulable(job))
     if copied:
-        why = "; ".join(f"{_name(p)}: {reason}" for p, reason in copied)
+        why = "; ".join(f"{name_of(p)}: {reason}" for p, reason in copied)
         find(
             "copied-label",
             f"{len(copied)} pod(s) carry its {labels.JOB} label without being its own ({why})",
@@ -497,8 +495,8 @@ def _no_leader(objects: Sequence[Obj], settings: Settings, now: datetime) -> str
             o
             for o in objects
             if o.get("kind") == leader.KIND
-            and _name(o) == leader.LEASE_NAME
-            and (o.get("metadata") or {}).get("namespace") == settings.own_namespace
+            and name_of(o) == leader.LEASE_NAME
+            and metadata_of(o).get("namespace") == settings.own_namespace
         ),
         None,
     )
@@ -553,7 +551,7 @@ def _check_pinned(job: _Job, find: Find) -> None:
     unpinned = [
         p
         for p in job.pods
-        if labels.ZONE not in _annotations(p) and _annotations(p).get(labels.SKIP) != "true"
+        if labels.ZONE not in annotations_of(p) and annotations_of(p).get(labels.SKIP) != "true"
     ]
     if unpinned:
         find(
@@ -572,8 +570,8 @@ def _check_cuts(
 ) -> None:
     """A finding per network policy that denies, or leaves default-denied, the traffic between
     the job's pods."""
-    members = [(_name(p), policyjudge.identity(p, ns_obj, keep)) for p in job.pods]
-    by_name = {_name(p): p for p in job.pods}
+    members = [(name_of(p), policyjudge.identity(p, ns_obj, keep)) for p in job.pods]
+    by_name = {name_of(p): p for p in job.pods}
     for cut in policyjudge.job_cuts(network, members):
         where = policyjudge.describe(cut.ports)
         if cut.by == "deny-rule":
@@ -594,7 +592,7 @@ def _unschedulable(job: _Job) -> list[Finding]:
     place (``PodScheduled=False``, reason ``Unschedulable``), one finding per zone and message."""
     stuck: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
     for pod in job.pods:
-        zone = _annotations(pod).get(labels.ZONE)
+        zone = annotations_of(pod).get(labels.ZONE)
         message = _unschedulable_message(pod)
         if zone and message is not None and not (pod.get("spec") or {}).get("nodeName"):
             stuck[(str(zone), message)].append(pod)
@@ -611,7 +609,7 @@ def _unschedulable(job: _Job) -> list[Finding]:
             f"podium keeps every pod of the job in {zone} (deleting the pods brings them back "
             "there), so to place it anew delete the job and submit it again"
         )
-        names = tuple(sorted(_name(p) for p in pods))
+        names = tuple(sorted(name_of(p) for p in pods))
         out.append(Finding("unschedulable", job.namespace, job.name, detail, names, remedy))
     return out
 
@@ -646,7 +644,7 @@ def _check_coverage(
     what = kind[1] if kind else "policy"
     uncovered: dict[str, list[Obj]] = collections.defaultdict(list)
     for pod in admitted:
-        zone = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.ZONE)
+        zone = labels_of(pod).get(labels.ZONE)
         bound = (pod.get("spec") or {}).get("nodeName")
         if zone and (ns, key, zone) not in managed_policies:
             uncovered[f"no {what} of podium covers its pods in {zone}"].append(pod)

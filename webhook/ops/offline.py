@@ -22,7 +22,7 @@ import orjson
 import yaml
 
 from webhook.core import adapters, audit, release, resources, reviews
-from webhook.core.objects import Obj, key_of
+from webhook.core.objects import Obj, key_of, labels_of, metadata_of
 from webhook.core.resources import amount, describe
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -297,7 +297,7 @@ def snapshot_notes(
     add (and which setting is involved)."""
     request = review_doc.get("request") or {}
     pod: Obj = request.get("object") or {}
-    namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or "")
+    namespace = str(request.get("namespace") or metadata_of(pod).get("namespace") or "")
     notes: list[str] = []
     if namespace and not settings.skips_namespace(namespace) and view.namespace(namespace) is None:
         notes.append(
@@ -305,7 +305,7 @@ def snapshot_notes(
             f"(it cannot see {settings.namespace_label}); add the Namespace object"
         )
     job: Mapping[str, Any] = (entry.get("job") if entry else None) or {}
-    if job and not any((o.get("metadata") or {}).get("uid") == job.get("uid") for o in objects):
+    if job and not any(metadata_of(o).get("uid") == job.get("uid") for o in objects):
         source = _DEMAND_SOURCES.get(str(job.get("demandSource")), "the pod")
         notes.append(
             f"{job.get('kind')}/{job.get('name')} is not in the snapshot: the gang's demand "
@@ -313,10 +313,9 @@ def snapshot_notes(
             "the job object"
         )
     unzoned = sorted(
-        str((o.get("metadata") or {}).get("name"))
+        str(metadata_of(o).get("name"))
         for o in objects
-        if o.get("kind") == "Node"
-        and settings.zone_label not in ((o.get("metadata") or {}).get("labels") or {})
+        if o.get("kind") == "Node" and settings.zone_label not in labels_of(o)
     )
     if unzoned:
         shown = ", ".join(unzoned[:3]) + (", …" if len(unzoned) > 3 else "")
@@ -380,7 +379,7 @@ def summary(result: Result) -> list[str]:
     for i, obj in enumerate(result.side_effects):
         kind = str(obj.get("kind"))
         what = _ROLES.get(kind, "allow policy")
-        name = (obj.get("metadata") or {}).get("name")
+        name = metadata_of(obj).get("name")
         lines.append(f"  {'creates  ' if i == 0 else '         '}{kind} {name} ({what})")
     warnings = [*(response.get("warnings") or []), *result.notes]
     for i, warning in enumerate(warnings):

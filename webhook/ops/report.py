@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from webhook.core import adapters, resources
-from webhook.core.objects import Obj, parse_time
+from webhook.core.objects import Obj, labels_of, metadata_of, name_of, namespace_of, parse_time
 from webhook.core.settings import Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView
 from webhook.kube import errors
@@ -139,7 +139,7 @@ class PodRun:
 def pod_run(pod: Obj, zones: Mapping[str, str], primary: str) -> PodRun:
     """A pod as the report counts it: its node's zone, its request of ``primary``, bound (the
     PodScheduled condition, else the pod's start) until deleted, finished or now."""
-    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    meta: Mapping[str, Any] = metadata_of(pod)
     spec: Mapping[str, Any] = pod.get("spec") or {}
     status: Mapping[str, Any] = pod.get("status") or {}
     node = str(spec.get("nodeName") or "")
@@ -261,15 +261,14 @@ def build(
     everything = list(objects)
     view = ClusterView.from_objects(everything, zone_label=settings.zone_label, kept=adapters.KEPT)
     zones = {
-        str((o.get("metadata") or {}).get("name") or ""): str(zone)
+        name_of(o): str(zone)
         for o in everything
-        if o.get("kind") == "Node"
-        and (zone := ((o.get("metadata") or {}).get("labels") or {}).get(settings.zone_label))
+        if o.get("kind") == "Node" and (zone := labels_of(o).get(settings.zone_label))
     }
     runs: dict[tuple[str, str], list[PodRun]] = collections.defaultdict(list)
     namespaces = {ns for ns, _ in wanted}
     for pod in everything:
-        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        namespace = namespace_of(pod)
         if pod.get("kind") != "Pod" or namespace not in namespaces:
             continue
         gang = adapters.recognise(pod, namespace, view)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, labels_of, metadata_of, name_of
 from webhook.core.settings import Settings
 from webhook.kube import cache, errors, protocols
 
@@ -26,14 +26,10 @@ class SnapshotError(RuntimeError):
     """Something named is not there; one line."""
 
 
-def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
-
-
 def opted_in(namespace: Obj, settings: Settings) -> bool:
     """podium decides the namespace's pods (enforcing them or in shadow mode)."""
-    labels = (namespace.get("metadata") or {}).get("labels") or {}
-    return settings.namespace_mode(_name(namespace), labels) is not None
+    labels = labels_of(namespace)
+    return settings.namespace_mode(name_of(namespace), labels) is not None
 
 
 async def capture(
@@ -55,17 +51,17 @@ async def capture(
     progress("Namespace")
     every = await api.list("v1", "Namespace")
     if namespaces:
-        known = {_name(ns) for ns in every}
+        known = {name_of(ns) for ns in every}
         missing = [n for n in namespaces if n not in known]
         if missing:
             raise SnapshotError(f"namespace {', '.join(missing)} does not exist")
-        chosen = [ns for ns in every if _name(ns) in namespaces]
+        chosen = [ns for ns in every if name_of(ns) in namespaces]
     else:
         chosen = [ns for ns in every if opted_in(ns, settings)]
     out = [cache.slim(by_kind["Namespace"], dict(ns)) for ns in chosen]
     progress("Node")
     out += [cache.slim(by_kind["Node"], dict(n)) for n in await api.list("v1", "Node")]
-    names = sorted(_name(ns) for ns in chosen)
+    names = sorted(name_of(ns) for ns in chosen)
     for resource in (r for r in cache.WATCHED if r.namespaced):
         progress(resource.kind)
         try:
@@ -87,7 +83,7 @@ async def capture(
                     for obj in await api.list(
                         resource.api_version, resource.kind, label_selector=resource.label_selector
                     )
-                    if (obj.get("metadata") or {}).get("namespace") in wanted
+                    if metadata_of(obj).get("namespace") in wanted
                 ]
         except errors.NotFound:  # the CRD is not installed
             continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from webhook.core.objects import Obj, controller_ref
+from webhook.core.objects import Obj, controller_ref, uid_of
 from webhook.core.view import View
 from webhook.kube import errors, protocols
 from webhook.kube.cache import WatchCache
@@ -29,7 +29,7 @@ MAX_DEPTH = 4
 
 
 def _uid(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+    return uid_of(obj) or ""
 
 
 class _Step(NamedTuple):

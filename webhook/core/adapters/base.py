@@ -8,7 +8,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from webhook.core import resources
-from webhook.core.objects import Obj, as_list, as_mapping, controller_ref, group_of
+from webhook.core.objects import (
+    Obj,
+    as_list,
+    as_mapping,
+    controller_ref,
+    group_of,
+    metadata_of,
+    uid_of,
+)
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -41,7 +49,7 @@ class OwnerRef:
 
     @classmethod
     def from_object(cls, obj: Obj) -> OwnerRef:
-        meta = obj.get("metadata") or {}
+        meta = metadata_of(obj)
         return cls(
             str(obj.get("apiVersion", "")),
             str(obj.get("kind", "")),
@@ -192,30 +200,6 @@ def job_of_gang(gang: str, view: View) -> Mapping[str, Any]:
                 "uid": meta.get("uid"),
             }
     return {}
-
-
-def metadata_of(obj: object) -> Mapping[str, Any]:
-    return as_mapping(as_mapping(obj).get("metadata"))
-
-
-def _strings(value: object) -> Mapping[str, str]:
-    values = as_mapping(value)
-    if all(type(k) is str and type(v) is str for k, v in values.items()):
-        return values
-    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def labels_of(obj: Obj) -> Mapping[str, str]:
-    return _strings(metadata_of(obj).get("labels"))
-
-
-def annotations_of(obj: Obj | None) -> Mapping[str, str]:
-    return _strings(metadata_of(obj).get("annotations"))
-
-
-def uid_of(obj: Obj | None) -> str | None:
-    uid = metadata_of(obj).get("uid")
-    return uid if isinstance(uid, str) and uid else None
 
 
 def parse_count(value: object, default: int | None = None) -> int | None:

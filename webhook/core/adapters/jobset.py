@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj, as_list, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_list, as_mapping, labels_of
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -75,8 +75,8 @@ class JobSetAdapter:
             return None
         owner = base.OwnerRef.from_reference(ref)
         jobset = base.verified(view, ref, namespace)
-        pod_labels = base.labels_of(pod)
-        index = base.annotations_of(pod).get(COMPLETION_INDEX) or pod_labels.get(COMPLETION_INDEX)
+        pod_labels = labels_of(pod)
+        index = annotations_of(pod).get(COMPLETION_INDEX) or pod_labels.get(COMPLETION_INDEX)
         position = (pod_labels.get(REPLICATED_JOB), pod_labels.get(JOB_INDEX), index)
         trainjob = base.controller(jobset, TRAINJOB_GROUP, (TRAINJOB_KIND,)) if jobset else None
         spec = as_mapping((jobset or {}).get("spec"))
@@ -95,7 +95,7 @@ class JobSetAdapter:
             demand=demand,
             demand_source=source,
             member_labels={NAME: owner.name} if pod_labels.get(NAME) == owner.name else {},
-            job_annotations=base.annotations_of(jobset),
+            job_annotations=annotations_of(jobset),
             shown=base.OwnerRef.from_reference(trainjob) if in_trainjob and trainjob else None,
         )
 
@@ -106,7 +106,7 @@ def _jobset_ref(
     job = base.verified(view, batch_job, namespace)
     if job is not None:
         return base.controller(job, GROUP, (KIND,))
-    pod_labels = base.labels_of(pod)
+    pod_labels = labels_of(pod)
     name, uid = pod_labels.get(NAME), pod_labels.get(UID)
     if not name or not base.is_label_value(uid) or not batch_job["name"].startswith(f"{name}-"):
         return None
@@ -134,7 +134,7 @@ def _looks_like_coordinator(pod: Obj, jobset_name: str, position: Position) -> b
     if not (rjob and job_index and pod_index):
         return False
     hostname = f"{jobset_name}-{rjob}-{job_index}-{pod_index}"
-    endpoint = base.annotations_of(pod).get(COORDINATOR) or base.labels_of(pod).get(COORDINATOR)
+    endpoint = annotations_of(pod).get(COORDINATOR) or labels_of(pod).get(COORDINATOR)
     if endpoint:
         return endpoint.split(".", 1)[0] == hostname
     for name in MASTER_ENV:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj, as_list, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_list, as_mapping, labels_of
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -45,7 +45,7 @@ class KubeRayAdapter:
         owner = base.OwnerRef.from_reference(ref)
         cluster = base.verified(view, ref, namespace)
         demand, source = base.demand_or_fallback(base.job_groups(view, cluster, _groups), pod)
-        pod_labels = base.labels_of(pod)
+        pod_labels = labels_of(pod)
         node_type = pod_labels.get(NODE_TYPE)
         return base.Gang(
             framework="raycluster",
@@ -56,7 +56,7 @@ class KubeRayAdapter:
             demand=demand,
             demand_source=source,
             member_labels={CLUSTER: owner.name} if pod_labels.get(CLUSTER) == owner.name else {},
-            job_annotations=base.annotations_of(cluster),
+            job_annotations=annotations_of(cluster),
         )
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_mapping, labels_of, uid_of
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -50,14 +50,14 @@ class LeaderWorkerSetAdapter:
 
     def recognise(self, pod: Obj, namespace: str, view: View) -> base.Gang | None:
         sts = base.controller(pod, "apps", ("StatefulSet",))
-        pod_labels = base.labels_of(pod)
+        pod_labels = labels_of(pod)
         name, group = pod_labels.get(NAME), pod_labels.get(GROUP_INDEX)
         if sts is None or not name or group is None or base.parse_count(group) is None:
             return None
         if sts["name"] != name and not sts["name"].startswith(f"{name}-"):
             return None
         lws = view.get(API_VERSION, KIND, namespace, name)
-        uid = base.uid_of(lws)
+        uid = uid_of(lws)
         if lws is None or uid is None or not _chain_agrees(view, sts, namespace, uid):
             return None
         key = base.group_gang_key(uid, group)
@@ -74,7 +74,7 @@ class LeaderWorkerSetAdapter:
             demand=demand,
             demand_source=source,
             member_labels={NAME: name, GROUP_INDEX: str(group)},
-            job_annotations=base.annotations_of(lws),
+            job_annotations=annotations_of(lws),
         )
 
 
@@ -99,7 +99,7 @@ def _chain_agrees(view: View, ref: Mapping[str, Any], namespace: str, lws_uid: s
         obj = view.get(ref["apiVersion"], ref["kind"], namespace, ref["name"])
         if obj is None:
             return True
-        if base.uid_of(obj) != ref["uid"]:
+        if uid_of(obj) != ref["uid"]:
             return False  # replaced since: the pod is a leftover of an older incarnation
         lws = base.controller(obj, GROUP, (KIND,))
         if lws is not None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_mapping, labels_of, uid_of
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -59,7 +59,7 @@ class MPIOperatorAdapter:
             role = "launcher"
             owner, job = found
         demand, source = base.demand_or_fallback(base.job_groups(view, job, _groups), pod)
-        pod_labels = base.labels_of(pod)
+        pod_labels = labels_of(pod)
         return base.Gang(
             framework="mpijob",
             owner=owner,
@@ -69,7 +69,7 @@ class MPIOperatorAdapter:
             demand=demand,
             demand_source=source,
             member_labels={JOB_NAME: owner.name} if pod_labels.get(JOB_NAME) == owner.name else {},
-            job_annotations=base.annotations_of(job),
+            job_annotations=annotations_of(job),
         )
 
 
@@ -87,7 +87,7 @@ def _launcher_owner(
         return base.OwnerRef.from_reference(ref), base.verified(view, ref, namespace)
     # The batch Job is not in the view yet (it was created moments ago). The labels name the
     # MPIJob; accept them only if the naming agrees and the MPIJob itself, with its UID, is known.
-    pod_labels = base.labels_of(pod)
+    pod_labels = labels_of(pod)
     name = pod_labels.get(JOB_NAME)
     if not name or pod_labels.get(JOB_ROLE) != "launcher":
         return None
@@ -96,7 +96,7 @@ def _launcher_owner(
     mpijob = view.get(API_VERSION, KIND, namespace, name)
     if mpijob is None or mpijob.get("apiVersion") != API_VERSION:
         return None
-    if not base.is_label_value(base.uid_of(mpijob)):
+    if not base.is_label_value(uid_of(mpijob)):
         return None
     return base.OwnerRef.from_object(mpijob), mpijob
 

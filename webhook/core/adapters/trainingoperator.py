@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_mapping, labels_of
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -49,7 +49,7 @@ class TrainingOperatorAdapter:
         if ref is None or ref.get("apiVersion") != API_VERSION:
             return None
         kind = str(ref["kind"])
-        labels = base.labels_of(pod)
+        labels = labels_of(pod)
         owner = base.OwnerRef.from_reference(ref)
         job = base.verified(view, ref, namespace)  # None for a newer job reusing the name
         _, coordinator_types = KINDS[kind]
@@ -65,7 +65,7 @@ class TrainingOperatorAdapter:
             demand=demand,
             demand_source=source,
             member_labels={JOB_NAME: owner.name} if labels.get(JOB_NAME) == owner.name else {},
-            job_annotations=base.annotations_of(job),
+            job_annotations=annotations_of(job),
         )
 
 

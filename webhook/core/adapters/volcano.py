@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.adapters import base
-from webhook.core.objects import Obj, as_list, as_mapping
+from webhook.core.objects import Obj, annotations_of, as_list, as_mapping, labels_of, metadata_of
 
 if TYPE_CHECKING:
     from webhook.core.view import View
@@ -48,7 +48,7 @@ class VolcanoAdapter:
             return None
         owner = base.OwnerRef.from_reference(ref)
         job = base.verified(view, ref, namespace)
-        pod_labels, pod_annotations = base.labels_of(pod), base.annotations_of(pod)
+        pod_labels, pod_annotations = labels_of(pod), annotations_of(pod)
         task = pod_labels.get(TASK_SPEC) or pod_annotations.get(TASK_SPEC)
         index = pod_labels.get(TASK_INDEX) or pod_annotations.get(TASK_INDEX)
         if index is None and task:
@@ -69,12 +69,12 @@ class VolcanoAdapter:
             demand=demand,
             demand_source=source,
             member_labels={JOB_NAME: owner.name} if pod_labels.get(JOB_NAME) == owner.name else {},
-            job_annotations=base.annotations_of(job),
+            job_annotations=annotations_of(job),
         )
 
 
 def _index_from_name(pod: Obj, prefix: str) -> str | None:
-    name = base.metadata_of(pod).get("name")
+    name = metadata_of(pod).get("name")
     if not isinstance(name, str) or not name.startswith(prefix):
         return None
     index = base.parse_count(name[len(prefix) :])

@@ -19,16 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from webhook.core import labels, resources
-from webhook.core.objects import Obj, ObjectKey, key_of
+from webhook.core.objects import Obj, ObjectKey, key_of, uid_of
 from webhook.core.view.summaries import TERMINAL_PHASES, NodeInfo, PodSummary
 
 _T = TypeVar("_T")
 _NO_PODS: Mapping[str, PodSummary] = {}
-
-
-def _uid(obj: Obj) -> str:
-    uid = (obj.get("metadata") or {}).get("uid")
-    return str(uid) if uid else ""
 
 
 class Owners:
@@ -55,9 +50,9 @@ class Owners:
             self.keys[new.uid] = key
 
     def on_object(self, key: ObjectKey, old: Obj | None, new: Obj | None) -> None:
-        if old is not None and (uid := _uid(old)) and self.keys.get(uid) == key:
+        if old is not None and (uid := uid_of(old)) and self.keys.get(uid) == key:
             del self.keys[uid]
-        if new is not None and (uid := _uid(new)):
+        if new is not None and (uid := uid_of(new)):
             self.keys[uid] = key
 
 

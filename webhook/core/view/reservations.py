@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from webhook.core import labels, records, resources
-from webhook.core.objects import Obj, ObjectKey, parse_time
+from webhook.core.objects import Obj, ObjectKey, labels_of, parse_time
 from webhook.core.view.summaries import PodSummary
 
 _EMPTY_RESOURCES: resources.Resources = {}
@@ -17,7 +17,7 @@ _EMPTY_RESOURCES: resources.Resources = {}
 
 def is_record(obj: Obj) -> bool:
     """A decision record: a ConfigMap podium manages as one."""
-    obj_labels = (obj.get("metadata") or {}).get("labels") or {}
+    obj_labels = labels_of(obj)
     return (
         obj_labels.get(labels.MANAGED_BY) == labels.MANAGER
         and obj_labels.get(labels.COMPONENT) == "decision"

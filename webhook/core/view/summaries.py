@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import labels, resources, selectors
-from webhook.core.objects import Obj, controller_ref
+from webhook.core.objects import Obj, controller_ref, metadata_of
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -89,7 +89,7 @@ class NodeInfo:
 
     @classmethod
     def from_object(cls, node: Obj, zone_label: str) -> NodeInfo:
-        meta = node.get("metadata") or {}
+        meta = metadata_of(node)
         spec = node.get("spec") or {}
         status = node.get("status") or {}
         node_labels = {intern(k): intern(v) for k, v in (meta.get("labels") or {}).items()}
@@ -291,7 +291,7 @@ def summarise_pod(
 ) -> PodSummary:
     """The pod as the view keeps it: ``kept`` says which labels, annotations and env values,
     ``requests`` parses (and shares) its requests by shape."""
-    meta = pod.get("metadata") or {}
+    meta = metadata_of(pod)
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     node, phase = spec.get("nodeName"), status.get("phase")
