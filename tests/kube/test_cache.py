@@ -80,7 +80,7 @@ async def synced(watch_cache: WatchCache) -> WatchCache:
 
 
 def pod_names(watch_cache: WatchCache) -> set[str]:
-    return {p["metadata"]["name"] for p in watch_cache.snapshot.pods_in("team-a")}
+    return {p["metadata"]["name"] for p in watch_cache.view.pods_in("team-a")}
 
 
 # -- initial sync --------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ async def test_initial_sync_fills_the_snapshot_with_typed_slim_objects() -> None
     lister = InMemoryLister([namespace("team-a"), node("n1", "zone-a"), pod("p1"), pytorchjob])
     async with running(lister) as watch_cache:
         await synced(watch_cache)
-        snap = watch_cache.snapshot
+        snap = watch_cache.view
         assert snap.namespace("team-a") is not None
         assert snap.get("kubeflow.org/v1", "PyTorchJob", "team-a", "train") is not None
         stored = snap.get("v1", "Pod", "team-a", "p1")
@@ -122,13 +122,13 @@ async def test_the_snapshot_is_only_mutated_on_the_loop_thread() -> None:
     lister = InMemoryLister([pod("p1"), node("n1", "zone-a")])
     threads: set[int] = set()
     async with running(lister) as watch_cache:
-        original = watch_cache.snapshot.apply
+        original = watch_cache.view.apply
 
         def spy(event: Any, obj: Any) -> None:
             threads.add(threading.get_ident())
             original(event, obj)
 
-        watch_cache.snapshot.apply = spy  # type: ignore[method-assign]
+        watch_cache.view.apply = spy  # type: ignore[method-assign]
         await synced(watch_cache)
         lister.put(pod("p2"))
         await eventually(lambda: "p2" in pod_names(watch_cache))
@@ -145,7 +145,7 @@ async def test_listeners_see_each_watch_event_once_the_snapshot_holds_it() -> No
 
         def listener(event: str, obj: dict[str, Any]) -> None:
             name = obj["metadata"]["name"]
-            held = watch_cache.snapshot.get("v1", "Pod", "team-a", name) is not None
+            held = watch_cache.view.get("v1", "Pod", "team-a", name) is not None
             seen.append((event, name, held))
 
         watch_cache.listeners.append(listener)
@@ -179,7 +179,7 @@ async def test_watch_events_add_modify_and_delete() -> None:
     lister = InMemoryLister([node("n1", "zone-a"), pod("p1")])
     async with running(lister) as watch_cache:
         await synced(watch_cache)
-        snap = watch_cache.snapshot
+        snap = watch_cache.view
         n1 = snap.node("n1")
         assert n1 is not None
 
@@ -242,7 +242,7 @@ async def test_gone_as_a_watch_error_event_relists_and_drops_what_vanished() -> 
     lister = InMemoryLister([node("n1", "zone-a"), pod("p1"), pod("p2")])
     async with running(lister) as watch_cache:
         await synced(watch_cache)
-        n1 = watch_cache.snapshot.node("n1")
+        n1 = watch_cache.view.node("n1")
         assert n1 is not None
         await eventually(lambda: lister.open_watches(PODS) == 1)
         # changes the cache never hears of, then the history is compacted
@@ -250,7 +250,7 @@ async def test_gone_as_a_watch_error_event_relists_and_drops_what_vanished() -> 
         lister.put(pod("p3", node_name="n1"), silently=True)
         lister.expire(PODS)
         await eventually(lambda: pod_names(watch_cache) == {"p2", "p3"})
-        assert watch_cache.snapshot.free_on(n1)["nvidia.com/gpu"] == 6
+        assert watch_cache.view.free_on(n1)["nvidia.com/gpu"] == 6
         assert watch_cache.is_ready()
     assert sum(1 for c in lister.calls if c[:2] == ("list", "pods")) == 2
 
@@ -273,7 +273,7 @@ async def test_a_relist_of_one_resource_leaves_the_others_alone() -> None:
         lister.delete(pod("p1"), silently=True)
         lister.expire(PODS)
         await eventually(lambda: pod_names(watch_cache) == set())
-        assert watch_cache.snapshot.node("n1") is not None
+        assert watch_cache.view.node("n1") is not None
 
 
 # -- missing CRDs and readiness ---------------------------------------------------------------
@@ -288,14 +288,14 @@ async def test_a_missing_crd_does_not_block_readiness_and_is_picked_up_later() -
         lister.put(job("kubeflow.org/v1", "PyTorchJob", "train"))
         lister.missing_kinds.clear()  # the CRD gets installed
         await eventually(lambda: watch_cache.absent() == [])
-        assert watch_cache.snapshot.get("kubeflow.org/v1", "PyTorchJob", "team-a", "train")
+        assert watch_cache.view.get("kubeflow.org/v1", "PyTorchJob", "team-a", "train")
 
 
 async def test_a_crd_that_goes_away_takes_its_objects_with_it() -> None:
     lister = InMemoryLister([job("kubeflow.org/v1", "PyTorchJob", "train")])
     async with running(lister) as watch_cache:
         await synced(watch_cache)
-        snap = watch_cache.snapshot
+        snap = watch_cache.view
         assert snap.get("kubeflow.org/v1", "PyTorchJob", "team-a", "train") is not None
         lister.missing_kinds.add(PYTORCH.kind)  # the CRD is deleted: the next watch gets 404
         lister.end_watches(PYTORCH)
@@ -345,7 +345,7 @@ async def test_the_cilium_crd_is_watched_by_name_and_kept_slim() -> None:
     lister = InMemoryLister([crd(name), crd("ciliumendpoints.cilium.io")])
     async with running(lister, resources=[cache.CILIUM_CRD]) as watch_cache:
         await synced(watch_cache)
-        snap = watch_cache.snapshot
+        snap = watch_cache.view
         kept = snap.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", name)
         assert kept is not None and len(str(kept)) < 1000
         assert policies.knows_default_deny(kept)

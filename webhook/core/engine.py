@@ -1,4 +1,4 @@
-"""The decision: ``(admission request, cluster snapshot, settings) → Decision``. Pure.
+"""The decision: ``(admission request, cluster view, settings) → Decision``. Pure.
 
 A pod's CREATE: a short chain of early-exit guards, then which gang (an adapter), whether it
 waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup (``podgroups``),
@@ -62,7 +62,7 @@ class Decision:
     patch: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     gang: Gang | None = None
     zone: str | None = None
-    #: The objects the gang needs that are not in the snapshot yet (``to_create`` orders them):
+    #: The objects the gang needs that are not in the view yet (``to_create`` orders them):
     #: its decision record (None when it has one), its PodGroup (only when kube-scheduler
     #: chooses the zone) and its allow policy (None when it has one, or gets none).
     record: Manifest | None = None
@@ -118,7 +118,7 @@ def decide(
     recorded: Record | None = None,
     scheduler: bool = False,
 ) -> Decision:
-    """Decide one admission. ``recorded`` overrides the snapshot's record for the gang (used when
+    """Decide one admission. ``recorded`` overrides the view's record for the gang (used when
     creating the record lost a race and the winner's record has been read back). In a namespace
     in shadow mode (``Settings.namespace_mode``) the decision is made as in enforce mode, then
     ``shadowed``."""

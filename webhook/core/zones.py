@@ -1,4 +1,4 @@
-"""Choose one zone for a gang, with the reason, from a snapshot. Pure.
+"""Choose one zone for a gang, with the reason, from a cluster view. Pure.
 
 Order (first that applies wins): (a) the zone already recorded for the gang; (b) the zone of
 its pods already bound to nodes, the coordinator's first; (c) the single zone the pod's own

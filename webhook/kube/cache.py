@@ -77,9 +77,9 @@ _NODE_STATUS = ("allocatable", "conditions")
 
 
 def slim(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as the snapshot keeps it: typed, without bookkeeping nobody reads.
+    """The object as the view keeps it: typed, without bookkeeping nobody reads.
 
-    List items of built-in types arrive without ``apiVersion``/``kind``; the snapshot keys on
+    List items of built-in types arrive without ``apiVersion``/``kind``; the view keys on
     them. A 3 KB pod kept whole costs ~20 KiB; the managed fields, the kubectl annotation and
     most of the status are the bulk of it, and of a node the image list.
     """
@@ -127,7 +127,7 @@ class _Status:
 
     state: State = "pending"
     error: str | None = None
-    #: (namespace, name) of what the snapshot holds for this resource: what a re-list replaces.
+    #: (namespace, name) of what the view holds for this resource: what a re-list replaces.
     names: set[tuple[str, str]] = dataclasses.field(default_factory=set)
 
 
@@ -149,11 +149,11 @@ class Backoff:
 
 
 class WatchCache:
-    """Keeps ``snapshot`` current from ``lister``; ``ready`` once every present resource synced."""
+    """Keeps ``view`` current from ``lister``; ``ready`` once every present resource synced."""
 
     def __init__(
         self,
-        snapshot: ClusterView,
+        view: ClusterView,
         lister: Lister,
         *,
         resources: Sequence[Resource] = WATCHED,
@@ -163,7 +163,7 @@ class WatchCache:
         backoff_initial: float = 0.5,
         backoff_cap: float = 30.0,
     ) -> None:
-        self.snapshot = snapshot
+        self.view = view
         self.lister = lister
         self.resources = tuple(resources)
         self.page_size = page_size
@@ -172,7 +172,7 @@ class WatchCache:
         self.backoff_initial = backoff_initial
         self.backoff_cap = backoff_cap
         self.ready = asyncio.Event()
-        #: Called with each watch event once the snapshot holds it (on the loop thread); a
+        #: Called with each watch event once the view holds it (on the loop thread); a
         #: listener must be quick. One that raises is logged, and the others still run.
         self.listeners: list[Callable[[EventType, Obj], None]] = []
         self._status = {r: _Status() for r in self.resources}
@@ -287,7 +287,7 @@ class WatchCache:
                 self._stopping.wait(delay)
 
     def _list(self, resource: Resource) -> str:
-        """List every page into the snapshot, then drop what the list no longer holds."""
+        """List every page into the view, then drop what the list no longer holds."""
         seen: set[tuple[str, str]] = set()
         continue_: str | None = None
         while True:
@@ -355,7 +355,7 @@ class WatchCache:
             status.names.discard(_name_of(obj))
         else:
             status.names.add(_name_of(obj))
-        self.snapshot.apply(event, obj)
+        self.view.apply(event, obj)
         for listener in self.listeners:
             try:
                 listener(event, obj)
@@ -366,19 +366,19 @@ class WatchCache:
         status = self._status[resource]
         for obj in items:
             status.names.add(_name_of(obj))
-            self.snapshot.apply("MODIFIED", obj)
+            self.view.apply("MODIFIED", obj)
 
     def _finish_list(self, resource: Resource, seen: set[tuple[str, str]]) -> None:
         self._keep_only(resource, seen)
         self._set_state(resource, "synced", None)
 
     def _keep_only(self, resource: Resource, seen: set[tuple[str, str]]) -> None:
-        """Delete from the snapshot what this resource held and a fresh list no longer has."""
+        """Delete from the view what this resource held and a fresh list no longer has."""
         status = self._status[resource]
         for namespace, name in status.names - seen:
             meta = {"name": name, "namespace": namespace} if namespace else {"name": name}
             gone = {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta}
-            self.snapshot.apply("DELETED", gone)
+            self.view.apply("DELETED", gone)
         status.names = seen
 
     def _set_state(self, resource: Resource, state: State, error: str | None) -> None:

@@ -433,7 +433,7 @@ class _Parts:
 
     api_client: Any
     settings: Settings
-    snapshot: ClusterView
+    cluster_view: ClusterView
     watch_cache: cache.WatchCache
     trail: BackgroundSink
     meter: Metrics
@@ -441,20 +441,20 @@ class _Parts:
 
     @classmethod
     def start(cls, api_client: Any, settings: Settings, *, audit_file: Path | None) -> _Parts:
-        snapshot = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
+        cluster_view = ClusterView(zone_label=settings.zone_label, kept=adapters.KEPT)
         meter = Metrics()
         return cls(
             api_client=api_client,
             settings=settings,
-            snapshot=snapshot,
-            watch_cache=cache.WatchCache(snapshot, client.KubeLister(api_client)),
+            cluster_view=cluster_view,
+            watch_cache=cache.WatchCache(cluster_view, client.KubeLister(api_client)),
             trail=_audit_trail(audit_file, meter),
             meter=meter,
             recorder=_event_recorder(api_client, meter),
         )
 
     def view(self) -> ClusterView:
-        return self.snapshot
+        return self.cluster_view
 
     def observe(self, entry: audit.AuditEntry) -> None:
         """An admission's audit entry feeds the metrics and the events."""
