@@ -1,7 +1,7 @@
 """The decision: ``(admission request, cluster view, settings) → Decision``. Pure.
 
-A pod's CREATE: a short chain of early-exit guards, then which gang (an adapter), whether it
-waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup (``podgroups``),
+A pod's CREATE: the reasons to leave it alone (``_why_skip``), then which gang (an adapter),
+whether it waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup (``podgroups``),
 the pod after mutation and its patch (``mutation``), and the objects the gang needs (its record,
 and its policy as ``policies`` chooses it). A pod's UPDATE is judged by ``updates`` (only podium
 changes its trusted labels). Nothing here talks to the network; ``admission`` wraps it with the
@@ -103,8 +103,8 @@ class Decision:
 
 
 #: The outcomes shadow mode records without applying: those that place a pod or hold it. The
-#: guards of podium's trusted labels (``denied``, and ``skipped`` with the label stripped) stay
-#: in force: they only touch pods that carry podium's labels, and protect the policies an
+#: refusals that protect podium's trusted labels (``denied``, and ``skipped`` with the label
+#: stripped) stay in force: they only touch pods that carry podium's labels, and protect the policies an
 #: earlier enforce period left in the namespace.
 SHADOWED: frozenset[Outcome] = frozenset({"pinned", "unpinned", "grouped", "held"})
 
@@ -189,7 +189,7 @@ def _decide(
         )
     meta: Mapping[str, Any] = metadata_of(pod)
     namespace = namespace or str(meta.get("namespace") or "")
-    skip = _guard(pod, namespace, view, settings)
+    skip = _why_skip(pod, namespace, view, settings)
     if skip is not None:
         return _skipped(pod, namespace, *skip, strip=skip[0] != "excluded-namespace")
     gang = adapters.recognise(pod, namespace, view)
@@ -306,7 +306,7 @@ def _summary(gang: Gang) -> str:
     return f"{pods} pod(s), {total or 'no requests'}"
 
 
-def _guard(pod: Obj, namespace: str, view: View, settings: Settings) -> tuple[str, str] | None:
+def _why_skip(pod: Obj, namespace: str, view: View, settings: Settings) -> tuple[str, str] | None:
     meta: Mapping[str, Any] = metadata_of(pod)
     if settings.skips_namespace(namespace):
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
