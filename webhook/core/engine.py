@@ -1,9 +1,9 @@
 """The decision: ``(admission request, cluster view, settings) → Decision``. Pure.
 
 A pod's CREATE: the reasons to leave it alone (``_why_skip``), then which gang (an adapter),
-whether it waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup (``podgroups``),
-the pod after mutation and its patch (``mutation``), and the objects the gang needs (its record,
-and its policy as ``policies`` chooses it). A pod's UPDATE is judged by ``updates`` (only podium
+whether it waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup
+(``podgroups``), the pod after mutation and its patch (``mutation``), and the objects the gang
+needs (its record, and its policy as ``policies`` chooses it). A pod's UPDATE is judged by ``updates`` (only podium
 changes its trusted labels). Nothing here talks to the network; ``admission`` wraps it with the
 I/O.
 """
@@ -104,8 +104,8 @@ class Decision:
 
 #: The outcomes shadow mode records without applying: those that place a pod or hold it. The
 #: refusals that protect podium's trusted labels (``denied``, and ``skipped`` with the label
-#: stripped) stay in force: they only touch pods that carry podium's labels, and protect the policies an
-#: earlier enforce period left in the namespace.
+#: stripped) stay in force: they only touch pods that carry podium's labels, and protect the
+#: policies an earlier enforce period left in the namespace.
 SHADOWED: frozenset[Outcome] = frozenset({"pinned", "unpinned", "grouped", "held"})
 
 
