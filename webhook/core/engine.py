@@ -3,9 +3,9 @@
 A pod's CREATE: the reasons to leave it alone (``_why_skip``), then which gang (an adapter),
 whether it waits behind podium's gate, which zone (``zones``) or kube-scheduler's PodGroup
 (``podgroups``), the pod after mutation and its patch (``mutation``), and the objects the gang
-needs (its record, and its policy as ``policies`` chooses it). A pod's UPDATE is judged by ``updates`` (only podium
-changes its trusted labels). Nothing here talks to the network; ``admission`` wraps it with the
-I/O.
+needs (its record, and its policy as ``policies`` chooses it). A pod's UPDATE is judged by
+``updates`` (only podium changes its trusted labels). Nothing here talks to the network;
+``admission`` wraps it with the I/O.
 """
 
 from __future__ import annotations
