@@ -55,8 +55,7 @@ from tests.cilium.oracle import Flow, Pod
 from tests.cilium.podium_api import ClusterView, engine, labels, policies, reviews, settings
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from tests.schemas import CRDS
-from webhook.core import adapters
-from webhook.kube import twins
+from webhook.core import adapters, mergepatch
 from webhook.serve import reconciler
 
 POLICIES = Path(__file__).resolve().parent / "policies"
@@ -453,11 +452,11 @@ def _carry_out(
     if kind == "Pod":
         assert action.verb == "label" and action.patch is not None, action
         (key,) = [k for k, pod in pods.items() if pod["metadata"].get("name") == name]
-        pods[key] = twins.apply_merge_patch(pods[key], action.patch)
+        pods[key] = mergepatch.apply(pods[key], action.patch)
     elif action.verb == "create":
         written[name] = action.manifest
     elif action.verb == "repair" and action.patch is not None:
-        written[name] = twins.apply_merge_patch(written[name], action.patch)
+        written[name] = mergepatch.apply(written[name], action.patch)
     elif action.verb == "delete":
         del written[name]
     else:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, audit, engine, labels, policies
+from webhook.core import adapters, audit, engine, labels, mergepatch, policies
 from webhook.core.adapters.base import Gang
 from webhook.core.release import TOO_BIG_SPREAD
 from webhook.core.settings import PolicyMode, PolicyScope, Settings
@@ -307,7 +307,7 @@ def test_an_edited_policy_is_patched_back(
     key = world.gang.key
     expected = {k: _fill(v, key) for k, v in patch.items()}
     assert action.patch == {"metadata": {"resourceVersion": "12"}, "spec": expected}
-    assert twins.apply_merge_patch(edited, action.patch)["spec"] == world.policy["spec"]
+    assert mergepatch.apply(edited, action.patch)["spec"] == world.policy["spec"]
 
 
 def _fill(value: Any, key: str) -> Any:
@@ -712,22 +712,6 @@ def test_tuning_from_the_settings() -> None:
     assert Tuning.from_settings(tuned) == Tuning(grace_seconds=3, interval_seconds=0.5)
 
 
-@pytest.mark.parametrize(
-    ("before", "after", "patch"),
-    [
-        ({"a": 1}, {"a": 1}, {}),
-        ({"a": 1, "b": 2}, {"a": 1}, {"b": None}),
-        ({"a": {"x": 1, "y": 2}}, {"a": {"x": 1}}, {"a": {"y": None}}),
-        ({"a": [1, 2]}, {"a": [1]}, {"a": [1]}),
-        ({}, {"a": {"b": 1}}, {"a": {"b": 1}}),
-        ({"a": 1}, {"a": {"b": 1}}, {"a": {"b": 1}}),
-    ],
-)
-def test_merge_diff_round_trips(before: Any, after: Any, patch: Any) -> None:
-    assert reconciler.merge_diff(before, after) == patch
-    assert twins.apply_merge_patch(before, patch) == after
-
-
 async def test_executor_removes_a_copied_label_audits_it_and_reports_it(live: Live) -> None:
     pod = spoof(live.world)
     live.api.put(pod)
@@ -780,7 +764,7 @@ def label_pods(world: World, actions: list[Action]) -> World:
     """The world after the reconciler's ``label`` actions were carried out."""
     patches = {a.target[2]: a.patch for a in actions if a.verb == "label"}
     pods = [
-        twins.apply_merge_patch(p, patches[p["metadata"]["name"]])
+        mergepatch.apply(p, patches[p["metadata"]["name"]])
         if p["metadata"]["name"] in patches
         else p
         for p in world.pods
@@ -802,7 +786,7 @@ def test_a_job_wide_policy_is_narrowed_once_every_running_pod_carries_its_zone(
     (repair,) = labelled.plan(policies_=[job_wide(world)])
     assert (repair.verb, repair.reason) == ("repair", "policy-scope")
     assert repair.patch is not None
-    after = twins.apply_merge_patch(job_wide(world), repair.patch)
+    after = mergepatch.apply(job_wide(world), repair.patch)
     assert after["spec"] == world.policy["spec"]
     assert after["metadata"]["labels"] == world.policy["metadata"]["labels"]
     assert repair.patch["metadata"]["resourceVersion"] == "12"
@@ -886,7 +870,7 @@ def test_policy_scope_job_keeps_one_job_wide_policy(world: World) -> None:
     (repair,) = w.plan()
     assert (repair.verb, repair.reason, repair.detail) == ("repair", "policy-scope", "job-wide")
     assert repair.patch is not None
-    assert twins.apply_merge_patch(world.policy, repair.patch)["spec"] == job_wide(world)["spec"]
+    assert mergepatch.apply(world.policy, repair.patch)["spec"] == job_wide(world)["spec"]
     # ... and labels nobody: relabelling a running pod changes its Cilium identity for nothing.
     assert before_zone_labels(w, "c-1", "c-2").plan(policies_=[job_wide(world)]) == []
 

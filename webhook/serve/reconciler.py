@@ -47,7 +47,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from webhook.core import adapters, audit, engine, labels, podgroups, policies, records, release
+from webhook.core import (
+    adapters,
+    audit,
+    engine,
+    labels,
+    mergepatch,
+    podgroups,
+    policies,
+    records,
+    release,
+)
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, owner_references, parse_time
@@ -129,19 +139,6 @@ def _job_uid(obj: Obj) -> str:
 def _majority(values: Iterable[str]) -> str | None:
     counted = collections.Counter(v for v in values if v)
     return counted.most_common(1)[0][0] if counted else None
-
-
-def merge_diff(before: Any, after: Any) -> Any:
-    """The RFC 7386 merge patch that turns ``before`` into ``after`` (null removes a key)."""
-    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
-        return after
-    out: dict[str, Any] = {k: None for k in before if k not in after}
-    for key, value in after.items():
-        if key not in before:
-            out[key] = value
-        elif before[key] != value:
-            out[key] = merge_diff(before[key], value)
-    return out
 
 
 def plan(
@@ -451,10 +448,12 @@ def _repair(
     was, scoped = _zone_of(have), policies.policy_zone(want)
     if have.get("spec") == want["spec"] or (was is None and scoped and waiting):
         return None
-    diff = merge_diff(have.get("spec") or {}, want["spec"])
+    diff = mergepatch.diff(have.get("spec") or {}, want["spec"])
     head: dict[str, Any] = {"resourceVersion": _meta(have).get("resourceVersion")}
     if (_meta(have).get("labels") or {}) != want["metadata"]["labels"]:
-        head["labels"] = merge_diff(_meta(have).get("labels") or {}, want["metadata"]["labels"])
+        head["labels"] = mergepatch.diff(
+            _meta(have).get("labels") or {}, want["metadata"]["labels"]
+        )
     reason, detail = (
         ("policy-scope", f"scoped to the gang's pods in {scoped}" if scoped else "job-wide")
         if was != scoped
