@@ -1,7 +1,7 @@
 """The audit entries of every source, byte for byte: an admission, a release, a wait, a
 reconciler action and the Cilium guard, each as ``webhook.serve.audit.dumps`` writes it.
 
-The expected lines (``audit_entries.golden``) were written by the code before each source got
+The expected lines (``tests/audit_entries.golden``) were written by the code before each source got
 its own entry builder (``webhook.core.audit``); the lines are a wire format (``podium audit``,
 log pipelines), so they stay as they were: the keys, their order and their values. Only
 ``latencyMs`` is set to a fixed number, since it is measured.
@@ -31,7 +31,7 @@ from webhook.serve.audit import MemorySink, dumps
 
 from .test_releaser import World, fail_on_patch
 
-GOLDEN = pathlib.Path(__file__).with_name("audit_entries.golden")
+GOLDEN = pathlib.Path(__file__).parent.parent / "audit_entries.golden"
 
 
 def golden() -> dict[str, bytes]:

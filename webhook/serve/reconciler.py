@@ -60,6 +60,7 @@ from webhook.core import (
 )
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
+from webhook.core.audit import EffectOutcome
 from webhook.core.objects import Obj, owner_references, parse_time
 from webhook.core.policies import Manifest
 from webhook.core.settings import Mode, PolicyMode, PolicyScope, Settings
@@ -550,19 +551,22 @@ class Reconciler(loops.LeaderPass):
 
     async def execute(self, action: Action, *, now: datetime) -> audit.AuditEntry:
         started = time.perf_counter()
+        error = None
         try:
-            result = await self._carry_out(action, now=now)
+            outcome = await self._carry_out(action, now=now)
         except errors.Conflict:
-            result = "conflict"  # changed since it was listed: the next pass decides again
+            outcome = (
+                EffectOutcome.CONFLICT
+            )  # changed since it was listed: the next pass decides again
         except errors.ApiError as err:
-            result = f"failed: {err}"
+            outcome, error = EffectOutcome.FAILED, str(err)
             if self.meter is not None:
                 self.meter.write_failures.labels(source="reconciler").inc()
-        entry = self.write(self._audit(action, result, now=now, started=started))
-        log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
+        entry = self.write(self._audit(action, outcome, error, now=now, started=started))
+        log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], entry.get("result"))
         return entry
 
-    async def _carry_out(self, action: Action, *, now: datetime) -> str:
+    async def _carry_out(self, action: Action, *, now: datetime) -> EffectOutcome:
         kind, namespace, name = action.target
         api_version = str(action.manifest["apiVersion"])
         meta = action.manifest["metadata"]
@@ -570,22 +574,22 @@ class Reconciler(loops.LeaderPass):
             try:
                 await self.api.create(action.manifest)
             except errors.AlreadyExists:
-                return "exists"
+                return EffectOutcome.EXISTS
             except errors.NotFound:
-                return "resource-missing"
-            return "created"
+                return EffectOutcome.KIND_MISSING
+            return EffectOutcome.CREATED
         try:
             if action.patch is not None:
                 await self.api.merge_patch(api_version, kind, namespace, name, action.patch)
                 return {
-                    "repair": "repaired",
-                    "mark": "marked",
-                    "unmark": "unmarked",
-                    "unlabel": "unlabelled",
-                    "label": "labelled",
+                    "repair": EffectOutcome.REPAIRED,
+                    "mark": EffectOutcome.MARKED,
+                    "unmark": EffectOutcome.UNMARKED,
+                    "unlabel": EffectOutcome.UNLABELLED,
+                    "label": EffectOutcome.LABELLED,
                 }[action.verb]
             if action.reason == "job-gone" and await self._job_lives(action.owner, namespace):
-                return "kept: the job exists"
+                return EffectOutcome.KEPT
             await self.api.delete(
                 api_version,
                 kind,
@@ -594,9 +598,9 @@ class Reconciler(loops.LeaderPass):
                 uid=str(meta.get("uid") or "") or None,
                 resource_version=str(meta.get("resourceVersion") or "") or None,
             )
-            return "deleted"
+            return EffectOutcome.DELETED
         except errors.NotFound:
-            return "gone"
+            return EffectOutcome.GONE
 
     async def _job_lives(self, owner: Mapping[str, Any], namespace: str) -> bool:
         """Before deleting for a gone job, ask the apiserver rather than trust the cache."""
@@ -611,32 +615,31 @@ class Reconciler(loops.LeaderPass):
         return bool(_meta(job).get("uid") == owner.get("uid"))
 
     def _audit(
-        self, action: Action, result: str, *, now: datetime, started: float
+        self,
+        action: Action,
+        outcome: EffectOutcome,
+        error: str | None,
+        *,
+        now: datetime,
+        started: float,
     ) -> audit.AuditEntry:
-        kind, namespace, name = action.target
-        entry = audit.build(
-            request=None,
-            decision=None,
+        owner = action.owner
+        return audit.reconciled(
             time=now,
             latency_ms=(time.perf_counter() - started) * 1000,
-            outcome="reconcile",
+            action=action.verb,
             reason=action.reason,
             detail=action.detail,
-            effects=[{"kind": kind, "name": name, "namespace": namespace, "outcome": result}],
-            error=result[len("failed: ") :] if result.startswith("failed: ") else None,
+            target=action.target,
+            job={
+                "kind": str(owner.get("kind") or ""),
+                "name": str(owner.get("name") or ""),
+                "uid": str(owner.get("uid") or ""),
+                "gang": action.gang,
+            },
+            outcome=outcome,
+            error=error,
         )
-        entry["namespace"] = namespace
-        if kind == "Pod":
-            entry["pod"] = name
-        entry["action"] = action.verb
-        entry["result"] = result
-        entry["job"] = {
-            "kind": str(action.owner.get("kind") or ""),
-            "name": str(action.owner.get("name") or ""),
-            "uid": str(action.owner.get("uid") or ""),
-            "gang": action.gang,
-        }
-        return entry
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` until ``stop``; a failed pass is logged, not fatal."""

@@ -177,9 +177,14 @@ class Releaser(loops.LeaderPass):
             error = str(err)
             log.warning("releasing %s stopped: %s", planned.held.gang.display, err)
         entry = _released_entry(
-            planned, now=now, effects=effects, released=released, error=error, started=started
+            planned,
+            now=now,
+            user=planned.by or self.user,
+            effects=effects,
+            released=released,
+            error=error,
+            started=started,
         )
-        entry["user"] = planned.by or self.user
         if self.meter is not None and error is not None:
             self.meter.write_failures.labels(source="releaser").inc()
         elif self.meter is not None:
@@ -296,52 +301,41 @@ def _released_entry(
     planned: release.Release,
     *,
     now: datetime,
+    user: str,
     effects: list[EffectEntry],
     released: list[str],
     error: str | None,
     started: float,
 ) -> audit.AuditEntry:
-    held = planned.held
     detail = planned.detail
     if error is None:
         detail += f"; released {len(released)} pod(s)"
     else:
         detail += f"; stopped after {len(released)} pod(s), the next pass completes it"
-    entry = audit.build(
-        request=None,
-        decision=None,
+    return audit.released(
         time=now,
-        latency_ms=(time.perf_counter() - started) * 1000,
-        outcome="released",
+        namespace=planned.held.namespace,
+        job=audit.job_ref(planned.held.gang),
+        zone=planned.zone,
+        user=user,
         reason=planned.reason,
         detail=detail,
         effects=effects,
+        pods=released,
+        waited_seconds=planned.waited_seconds,
+        latency_ms=(time.perf_counter() - started) * 1000,
         error=error,
     )
-    entry["namespace"] = held.namespace
-    entry["zone"] = planned.zone
-    entry["job"] = audit.job_ref(held.gang)
-    entry["action"] = "release"
-    entry["result"] = "released" if error is None else f"failed: {error}"
-    entry["pods"] = released
-    entry["waitedSeconds"] = round(planned.waited_seconds, 1)
-    return entry
 
 
 def _held_entry(wait: release.Wait, now: datetime) -> audit.AuditEntry:
-    entry = audit.build(
-        request=None,
-        decision=None,
+    return audit.held(
         time=now,
-        latency_ms=0.0,
-        outcome="held",
+        namespace=wait.held.namespace,
+        job=audit.job_ref(wait.held.gang),
         reason="too-big" if wait.too_big else labels.HELD,
         detail=wait.why,
+        result=f"position {wait.position}" if wait.position else "not ready",
+        pods=[p.name for p in wait.held.held],
+        waited_seconds=wait.held.waited(now),
     )
-    entry["namespace"] = wait.held.namespace
-    entry["job"] = audit.job_ref(wait.held.gang)
-    entry["action"] = "wait"
-    entry["result"] = f"position {wait.position}" if wait.position else "not ready"
-    entry["pods"] = [p.name for p in wait.held.held]
-    entry["waitedSeconds"] = round(wait.held.waited(now), 1)
-    return entry
