@@ -66,7 +66,7 @@ from webhook.core.policies import Manifest
 from webhook.core.settings import Mode, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
-from webhook.serve import loops
+from webhook.serve import loops, writer
 
 log = logging.getLogger("podium.reconciler")
 
@@ -505,6 +505,15 @@ def _orphan(
 
 # -- carrying it out -----------------------------------------------------------------------------
 
+#: What a merge patch did, by the action's verb.
+PATCHED = {
+    "repair": EffectOutcome.REPAIRED,
+    "mark": EffectOutcome.MARKED,
+    "unmark": EffectOutcome.UNMARKED,
+    "unlabel": EffectOutcome.UNLABELLED,
+    "label": EffectOutcome.LABELLED,
+}
+
 
 def _policy_kinds(mode: PolicyMode) -> list[tuple[str, str]]:
     kind = policies.policy_kind(mode)
@@ -553,7 +562,7 @@ class Reconciler(loops.LeaderPass):
         started = time.perf_counter()
         error = None
         try:
-            outcome = await self._carry_out(action, now=now)
+            outcome = await self._carry_out(action)
         except errors.Conflict:
             outcome = (
                 EffectOutcome.CONFLICT
@@ -566,41 +575,20 @@ class Reconciler(loops.LeaderPass):
         log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], entry.get("result"))
         return entry
 
-    async def _carry_out(self, action: Action, *, now: datetime) -> EffectOutcome:
-        kind, namespace, name = action.target
-        api_version = str(action.manifest["apiVersion"])
-        meta = action.manifest["metadata"]
+    async def _carry_out(self, action: Action) -> EffectOutcome:
+        """Through podium's writer: create, patch (repair, mark, unmark, label, unlabel) or
+        delete — a delete for a gone job only once the apiserver, not just the cache, says the
+        job is gone."""
         if action.verb == "create":
-            try:
-                await self.api.create(action.manifest)
-            except errors.AlreadyExists:
-                return EffectOutcome.EXISTS
-            except errors.NotFound:
-                return EffectOutcome.KIND_MISSING
-            return EffectOutcome.CREATED
-        try:
-            if action.patch is not None:
-                await self.api.merge_patch(api_version, kind, namespace, name, action.patch)
-                return {
-                    "repair": EffectOutcome.REPAIRED,
-                    "mark": EffectOutcome.MARKED,
-                    "unmark": EffectOutcome.UNMARKED,
-                    "unlabel": EffectOutcome.UNLABELLED,
-                    "label": EffectOutcome.LABELLED,
-                }[action.verb]
-            if action.reason == "job-gone" and await self._job_lives(action.owner, namespace):
-                return EffectOutcome.KEPT
-            await self.api.delete(
-                api_version,
-                kind,
-                namespace,
-                name,
-                uid=str(meta.get("uid") or "") or None,
-                resource_version=str(meta.get("resourceVersion") or "") or None,
-            )
-            return EffectOutcome.DELETED
-        except errors.NotFound:
-            return EffectOutcome.GONE
+            written = await writer.create(self.api, action.manifest, optional=True)
+        elif action.patch is not None:
+            done = PATCHED[action.verb]
+            written = await writer.merge_patch(self.api, action.manifest, action.patch, done=done)
+        elif action.reason == "job-gone" and await self._job_lives(action.owner, action.target[1]):
+            return EffectOutcome.KEPT
+        else:
+            written = await writer.delete(self.api, action.manifest)
+        return written.outcome
 
     async def _job_lives(self, owner: Mapping[str, Any], namespace: str) -> bool:
         """Before deleting for a gone job, ask the apiserver rather than trust the cache."""

@@ -39,7 +39,7 @@ from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
-from webhook.serve import loops
+from webhook.serve import loops, writer
 
 log = logging.getLogger("podium.releaser")
 
@@ -197,25 +197,19 @@ class Releaser(loops.LeaderPass):
         wrote with another zone meanwhile stops the gang for this pass."""
         record = planned.record
         assert record is not None
-        meta = record["metadata"]
-        try:
-            await self.api.create(record)
-            effects.append(_effect(record, "created"))
-            return
-        except errors.AlreadyExists:
-            pass
-        existing = await self.api.get(
-            record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
-        )
-        if (existing.get("data") or {}).get("zone") == (record.get("data") or {}).get("zone"):
-            effects.append(_effect(record, "exists"))
-            return
-        if not planned.replace:
-            raise errors.Conflict(f"record {meta['name']} names another zone than this pass chose")
-        await self._refuse_if_released(planned)
-        version = (existing.get("metadata") or {}).get("resourceVersion")
-        await self.api.replace({**record, "metadata": {**meta, "resourceVersion": version}})
-        effects.append(_effect(record, "replaced"))
+        zone = (record.get("data") or {}).get("zone")
+
+        def same(existing: Obj) -> bool:
+            return bool((existing.get("data") or {}).get("zone") == zone)
+
+        async def guard(_existing: Obj) -> None:
+            if not planned.replace:
+                name = record["metadata"]["name"]
+                raise errors.Conflict(f"record {name} names another zone than this pass chose")
+            await self._refuse_if_released(planned)
+
+        written = await writer.create_or_replace(self.api, record, same=same, guard=guard)
+        effects.append(written.effect())
 
     async def _refuse_if_released(self, planned: release.Release) -> None:
         """A re-decision is planned from the view, and the watch may deliver a record before the
@@ -241,22 +235,11 @@ class Releaser(loops.LeaderPass):
     ) -> None:
         """Create the policy; one there already is fine, or, on a re-decision (``replace``),
         overwritten: it may be scoped to the zone decided before."""
-        try:
-            await self.api.create(manifest)
-            effects.append(_effect(manifest, "created"))
-        except errors.AlreadyExists:
-            if not replace:
-                effects.append(_effect(manifest, "exists"))
-                return
-            meta = manifest["metadata"]
-            existing = await self.api.get(
-                manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"]
-            )
-            version = (existing.get("metadata") or {}).get("resourceVersion")
-            await self.api.replace({**manifest, "metadata": {**meta, "resourceVersion": version}})
-            effects.append(_effect(manifest, "replaced"))
-        except errors.NotFound:
-            effects.append(_effect(manifest, "skipped-crd-missing"))
+        if replace:
+            written = await writer.create_or_replace(self.api, manifest, optional=True)
+        else:
+            written = await writer.create(self.api, manifest, optional=True)
+        effects.append(written.effect())
 
     async def _ungate(self, ref: release.PodRef, planned: release.Release) -> bool:
         """Release one pod; False when there is nothing to release (gone, recreated with
@@ -285,16 +268,6 @@ class Releaser(loops.LeaderPass):
             woken=self.release_now,
             settle=min(WAKE_SETTLE_SECONDS, self.settings.release_interval_seconds),
         )
-
-
-def _effect(manifest: Manifest, outcome: str) -> EffectEntry:
-    meta = manifest["metadata"]
-    return {
-        "kind": manifest["kind"],
-        "name": meta["name"],
-        "namespace": meta.get("namespace", ""),
-        "outcome": outcome,
-    }
 
 
 def _released_entry(
