@@ -21,7 +21,7 @@ from tests.scenarios import NS, audit_entry_for, base_cluster, pytorch_pod, pyto
 from tests.serve.test_guard import crd
 from tests.serve.test_reconciler import NOW as RECONCILE_NOW
 from tests.serve.test_reconciler import make_world
-from webhook.core import adapters, audit, labels, mutation, policies
+from webhook.core import adapters, audit, labels, mutation, policies, reconcile
 from webhook.core.objects import ObjectKey
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
@@ -167,8 +167,8 @@ async def reconcile_entries() -> list[tuple[str, audit.AuditEntry]]:
 
     api.fail = conflict
     keeper = live(api, world.settings, objects)
-    owned = reconciler.Owned(decisions=[world.record], policies=[edited])
-    (action,) = reconciler.plan(
+    owned = reconcile.Owned(decisions=[world.record], policies=[edited])
+    (action,) = reconcile.plan(
         keeper.view(), world.settings, owned=owned, now=RECONCILE_NOW, tuning=keeper.tuning
     )
     out.append(("reconcile-conflict", await keeper.execute(action, now=RECONCILE_NOW)))
@@ -210,7 +210,7 @@ async def delete_entries(world: Any, live: Any) -> list[tuple[str, audit.AuditEn
     since = (RECONCILE_NOW - timedelta(hours=1)).isoformat(timespec="seconds")
     for case, job in (("deleted", False), ("kept", True), ("gone", False)):
         record = copy.deepcopy(world.record)
-        record["metadata"]["annotations"] = {reconciler.ORPHAN_SINCE: since}
+        record["metadata"]["annotations"] = {reconcile.ORPHAN_SINCE: since}
         api = twins.InMemoryObjects()
         if case != "gone":
             api.put(record)
@@ -219,8 +219,8 @@ async def delete_entries(world: Any, live: Any) -> list[tuple[str, audit.AuditEn
         if job:
             api.put(world.job)
         keeper = live(api, world.settings, base_cluster(*world.pods))
-        owned = reconciler.Owned(decisions=[record], policies=[])
-        (action,) = reconciler.plan(
+        owned = reconcile.Owned(decisions=[record], policies=[])
+        (action,) = reconcile.plan(
             keeper.view(), world.settings, owned=owned, now=RECONCILE_NOW, tuning=keeper.tuning
         )
         out.append((f"reconcile-delete-{case}", await keeper.execute(action, now=RECONCILE_NOW)))
