@@ -9,7 +9,7 @@ from, a delete for a gone job only once the apiserver, not just the cache, says 
 (``kept: the job exists`` otherwise). Each action is audited (``outcome: reconcile``, ``result``
 the writer's word: ``conflict`` when the object changed since it was listed — the next pass
 decides again — ``failed: <error>`` on any other API error, counted in
-``podium_write_failures_total{source="reconciler"}``). Gauges: ``podium_gangs_split``,
+``podium_write_failures_total{source="reconciler"}``). Metrics: ``podium_gangs_split``,
 ``podium_reconcile_passes_total``, ``podium_reconcile_last_pass_timestamp_seconds``.
 """
 
@@ -33,8 +33,6 @@ from webhook.kube import errors
 from webhook.serve import loops, writer
 
 log = logging.getLogger("podium.reconciler")
-
-# -- carrying it out -----------------------------------------------------------------------------
 
 #: What a merge patch did, by the action's verb.
 PATCHED = {
@@ -94,10 +92,8 @@ class Reconciler(loops.LeaderPass):
         error = None
         try:
             outcome = await self._carry_out(action)
-        except errors.Conflict:
-            outcome = (
-                EffectOutcome.CONFLICT
-            )  # changed since it was listed: the next pass decides again
+        except errors.Conflict:  # changed since it was listed: the next pass decides again
+            outcome = EffectOutcome.CONFLICT
         except errors.ApiError as err:
             outcome, error = EffectOutcome.FAILED, str(err)
             if self.meter is not None:
