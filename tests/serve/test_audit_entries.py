@@ -14,19 +14,22 @@ import pathlib
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
+import yaml
 
+from tests.builders import PIN
 from tests.core.test_release import cluster, hogs
 from tests.scenarios import NS, audit_entry_for, base_cluster, pytorch_pod, pytorchjob
 from tests.serve.test_guard import crd
 from tests.serve.test_reconciler import NOW as RECONCILE_NOW
 from tests.serve.test_reconciler import make_world
-from webhook.core import adapters, audit, labels, mutation, policies, reconcile
+from webhook.core import adapters, audit, labels, mutation, policies, reconcile, reviews
 from webhook.core.objects import ObjectKey
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
-from webhook.serve import guard, reconciler
+from webhook.serve import admission, guard, reconciler
 from webhook.serve.audit import MemorySink, dumps
 
 from .test_releaser import World, fail_on_patch
@@ -69,6 +72,46 @@ def admission_entries(now: datetime) -> list[tuple[str, audit.AuditEntry]]:
     pj = pytorchjob(uid="uid-llama")
     pod = pytorch_pod(pj, "master").uid("uid-llama-0").obj()
     return [("admission", audit_entry_for(pod, base_cluster(pj), now))]
+
+
+async def admitted_entries(now: datetime) -> list[tuple[str, audit.AuditEntry]]:
+    """Admissions through the whole ``Admitter``: what the writer did lands in ``effects``."""
+    out: list[tuple[str, audit.AuditEntry]] = []
+    pj = pytorchjob(uid="uid-llama")
+    pods = [pytorch_pod(pj, "worker", i).uid(f"uid-llama-{i}").obj() for i in range(3)]
+
+    def admitter(api: Any, settings: Settings = PIN) -> tuple[admission.Admitter, MemorySink]:
+        view = ClusterView.from_objects(
+            base_cluster(pj), zone_label=settings.zone_label, kept=adapters.KEPT
+        )
+        sink = MemorySink()
+        admit = admission.Admitter(
+            view=lambda: view, api=api, settings=settings, sink=sink, clock=lambda: now
+        )
+        return admit, sink
+
+    def review(pod: dict[str, Any], *, dry_run: bool = False) -> bytes:
+        return orjson.dumps(reviews.review_for_pod(pod, uid="u-1", dry_run=dry_run))
+
+    api = twins.InMemoryApi()
+    admit, sink = admitter(api)
+    await admit.admit(review(pods[0]))
+    await admit.admit(review(pods[1]))
+    out += [("admitted-first", sink.entries[0]), ("admitted-second", sink.entries[1])]
+    # Another replica recorded the gang into zone-b first: followed.
+    (record,) = [o for (_, k, _, _), o in api.objects.items() if k == "ConfigMap"]
+    other = twins.InMemoryApi()
+    await other.create({**record, "data": {**record["data"], "zone": "zone-b"}})
+    admit, sink = admitter(other)
+    await admit.admit(review(pods[2]))
+    out.append(("admitted-followed", sink.entries[0]))
+    admit, sink = admitter(twins.InMemoryApi(missing_kinds={"CiliumNetworkPolicy"}))
+    await admit.admit(review(pods[0]))
+    out.append(("admitted-crd-missing", sink.entries[0]))
+    admit, sink = admitter(twins.InMemoryApi())
+    await admit.admit(review(pods[0], dry_run=True))
+    out.append(("admitted-dry-run", sink.entries[0]))
+    return out
 
 
 async def release_entries(now: datetime) -> list[tuple[str, audit.AuditEntry]]:
@@ -299,6 +342,7 @@ def guard_entries() -> list[tuple[str, audit.AuditEntry]]:
 async def all_entries(now: datetime) -> list[tuple[str, audit.AuditEntry]]:
     return [
         *admission_entries(now),
+        *(await admitted_entries(now)),
         *(await release_entries(now)),
         *(await reconcile_entries()),
         *guard_entries(),
@@ -311,6 +355,8 @@ async def test_every_source_writes_the_lines_it_always_wrote(now: datetime) -> N
     assert [case for case, _ in entries] == list(expected)
     for case, entry in entries:
         assert wire(entry) == expected[case], case
+        # Plain JSON types only: entries are written as YAML too (podium review -o yaml).
+        assert yaml.safe_load(yaml.safe_dump(entry)) == orjson.loads(dumps(entry)), case
 
 
 @pytest.mark.parametrize("case", ["released-stopped", "reconcile-failed"])

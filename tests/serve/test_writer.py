@@ -63,6 +63,9 @@ async def test_a_new_object_is_created_and_said_so() -> None:
         "outcome": "created",
     }
     assert ops(api) == ["create"]
+    assert written.as_dict() == {"kind": "ConfigMap", "name": "rec", "outcome": "created"}
+    # Plain strings, not the enum: entries are also written as YAML (podium review -o yaml).
+    assert {type(v) for v in (*written.effect().values(), *written.as_dict().values())} == {str}
 
 
 async def test_an_object_there_already_is_kept_unread_unless_compared() -> None:

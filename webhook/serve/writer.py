@@ -51,8 +51,12 @@ class Written:
             existing,
         )
 
+    def as_dict(self) -> EffectEntry:
+        """An admission entry's ``effects`` item: kind, name and outcome, plain strings."""
+        return {"kind": self.kind, "name": self.name, "outcome": self.outcome.value}
+
     def effect(self) -> EffectEntry:
-        """The entry's ``effects`` item."""
+        """The releaser's ``effects`` item: with the namespace, plain strings."""
         return {
             "kind": self.kind,
             "name": self.name,
