@@ -16,7 +16,7 @@ Placements (where the job's pods end up):
 * ``split-fail-open``: j1 and j2 pinned to zone-a; podium failed open on j3 (admitted unchanged:
   no podium label at all), which lands in zone-b.
 
-After admission the pods are bound and **podium's real reconciler** (``reconciler.plan``) runs
+After admission the pods are bound and **podium's real reconciler** (``reconcile.plan``) runs
 until it has nothing left to do: it labels the bound pods whose zone podium did not know at
 admission (``split-unpinned``) with their node's zone and creates the policies of the zones the
 job runs in. Every pod carries its zone under ``topology.kubernetes.io/zone`` (copied from its
@@ -55,9 +55,8 @@ from tests.cilium.oracle import Flow, Pod
 from tests.cilium.podium_api import ClusterView, engine, labels, policies, reviews, settings
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from tests.schemas import CRDS
-from webhook.core import adapters
-from webhook.kube import twins
-from webhook.serve import reconciler
+from webhook.core import adapters, mergepatch
+from webhook.core.reconcile import Action, Owned, Tuning, plan
 
 POLICIES = Path(__file__).resolve().parent / "policies"
 ZONES = ("zone-a", "zone-b")
@@ -383,7 +382,7 @@ def reconcile(
     pods: dict[str, dict[str, Any]],
     written: dict[str, dict[str, Any]],
 ) -> list[tuple[Pass, dict[str, dict[str, Any]], list[dict[str, Any]]]]:
-    """Run podium's reconciler (``reconciler.plan``, its actions carried out as the apiserver
+    """Run podium's reconciler (``reconcile.plan``, its actions carried out as the apiserver
     would) on the cluster until it has nothing left to do; ``pods`` and ``written`` (podium's
     policies by name) change in place. Per pass: its actions, and the pods and policies after it."""
     records = [o for o in objects if o.get("kind") == policies.RECORD_KIND]
@@ -393,8 +392,8 @@ def reconcile(
         view = ClusterView.from_objects(
             [*base, *pods.values()], zone_label=conf.zone_label, kept=adapters.KEPT
         )
-        owned = reconciler.Owned(decisions=records, policies=list(written.values()))
-        actions = reconciler.plan(view, conf, owned=owned, now=NOW, tuning=reconciler.Tuning())
+        owned = Owned(decisions=records, policies=list(written.values()))
+        actions = plan(view, conf, owned=owned, now=NOW, tuning=Tuning())
         if not actions:
             return out
         for action in actions:
@@ -444,7 +443,7 @@ def migration(placement: Placement) -> list[tuple[Pass, list[Pod], list[dict[str
 
 
 def _carry_out(
-    action: reconciler.Action,
+    action: Action,
     pods: dict[str, dict[str, Any]],
     written: dict[str, dict[str, Any]],
 ) -> None:
@@ -453,11 +452,11 @@ def _carry_out(
     if kind == "Pod":
         assert action.verb == "label" and action.patch is not None, action
         (key,) = [k for k, pod in pods.items() if pod["metadata"].get("name") == name]
-        pods[key] = twins.apply_merge_patch(pods[key], action.patch)
+        pods[key] = mergepatch.apply(pods[key], action.patch)
     elif action.verb == "create":
         written[name] = action.manifest
     elif action.verb == "repair" and action.patch is not None:
-        written[name] = twins.apply_merge_patch(written[name], action.patch)
+        written[name] = mergepatch.apply(written[name], action.patch)
     elif action.verb == "delete":
         del written[name]
     else:

@@ -1,4 +1,4 @@
-"""The side-effect writer (webhook/serve/effects.py): the record before the policy, following
+"""An admission's side effects (webhook/serve/effects.py): the record before the policy, following
 a record another replica created first, a missing policy CRD as a warning, and the time budget.
 Through the whole admission (and concurrent replicas): tests/serve/test_admission.py."""
 

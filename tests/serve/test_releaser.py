@@ -13,12 +13,12 @@ import pytest
 
 from tests.core.test_release import cluster, held_job, hogs
 from tests.scenarios import NS
-from webhook.core import adapters, labels
+from webhook.core import adapters, labels, reconcile
 from webhook.core.objects import ObjectKey
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import errors, twins
-from webhook.serve import events, reconciler, releaser
+from webhook.serve import events, releaser
 from webhook.serve.audit import MemorySink
 from webhook.serve.metrics import Metrics
 
@@ -240,8 +240,8 @@ async def test_nothing_happens_unless_leading(now: datetime) -> None:
 def test_the_reconciler_leaves_a_held_gang_to_the_releaser(now: datetime) -> None:
     objects = [*cluster(), *held_job("llama", 2, now)]
     view = ClusterView.from_objects(objects, zone_label=HOLD.zone_label, kept=adapters.KEPT)
-    owned = reconciler.Owned(decisions=[], policies=[])
-    actions = reconciler.plan(view, HOLD, owned=owned, now=now, tuning=reconciler.Tuning())
+    owned = reconcile.Owned(decisions=[], policies=[])
+    actions = reconcile.plan(view, HOLD, owned=owned, now=now, tuning=reconcile.Tuning())
     assert actions == []
 
 

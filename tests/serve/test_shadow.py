@@ -10,11 +10,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import PodBuilder, namespace
 from tests.scenarios import NS, pytorch_pod, pytorchjob, zones_8_16_64
-from webhook.core import adapters, labels
+from webhook.core import adapters, labels, reconcile
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import twins
-from webhook.serve import events, reconciler
+from webhook.serve import events
 from webhook.serve.metrics import Metrics
 
 from .test_admission import body_for, make, response
@@ -74,4 +74,4 @@ def test_the_reconciler_removes_no_label_in_a_shadow_namespace(now: datetime) ->
         view = ClusterView.from_objects(
             [ns, *zones_8_16_64(), copied], zone_label=labels.ZONE_LABEL, kept=adapters.KEPT
         )
-        assert len(reconciler.plan_labels(view, Settings())) == actions
+        assert len(reconcile.plan_labels(view, Settings())) == actions

@@ -1,6 +1,15 @@
-"""The audit entry: one JSON object per admission (or reconciler action), and its pure ``build``.
+"""The audit entry: one JSON object per admission, release, wait, reconciler action or guard
+report, and one pure builder per source.
 
-A decision plus what happened → an ``AuditEntry``. Where entries go (stdout, a file, a writer
+* ``build`` — an admission: a decision plus what happened (its effects, warnings, an error);
+* ``released`` and ``held`` — the releaser: a gang released (or stopped half-way), a gang that
+  waits and why;
+* ``reconciled`` — one reconciler action and how it went;
+* ``guarded`` — the Cilium CRD guard: what the installed CRD means for podium's policies.
+
+Every entry has the same keys in the same order (the admission's); the others add theirs at the
+end. What podium's writer did to an object is one of ``EffectOutcome`` — the one vocabulary of
+the admission, the releaser and the reconciler. Where entries go (stdout, a file, a writer
 thread) is ``webhook.serve.audit``; reading them back for people is ``webhook.ops.auditview``.
 Metrics and Events read the same typed entry.
 """
@@ -53,8 +62,55 @@ class JobRef(TypedDict, total=False):
     shown: dict[str, str]
 
 
+class EffectOutcome(enum.StrEnum):
+    """What podium's writer (``webhook.serve.writer``) did to one object: the ``outcome`` of an
+    entry's effects, and the ``result`` of a reconciler's entry. The values are the words on the
+    wire (audit lines, Events, metrics)."""
+
+    CREATED = "created"
+    #: Created by someone else first, and as this write would have it (or not compared).
+    EXISTS = "exists"
+    #: The decision record existed with another zone (or zone chooser) than this admission
+    #: chose; the admission adopted the recorded one.
+    FOLLOWED = "followed"
+    #: Overwritten (a re-decision), guarded by the resourceVersion read.
+    REPLACED = "replaced"
+    #: The apiserver does not serve the object's kind: a CRD (or an API) is not installed. The
+    #: reconciler's entries spell it ``resource-missing`` (``RECONCILE_KIND_MISSING``).
+    KIND_MISSING = "skipped-crd-missing"
+    #: Not written: the admission was a dry run, or shadow mode.
+    DRY_RUN = "dry-run"
+    SHADOW = "shadow"
+    #: The reconciler's merge patches: a policy repaired, an orphan mark set or removed, a
+    #: pod's job label removed or its zone label set.
+    REPAIRED = "repaired"
+    MARKED = "marked"
+    UNMARKED = "unmarked"
+    UNLABELLED = "unlabelled"
+    LABELLED = "labelled"
+    DELETED = "deleted"
+    #: Not deleted: the apiserver still has the job the view had lost.
+    KEPT = "kept: the job exists"
+    #: Gone before the write reached it (NotFound on a patch or delete).
+    GONE = "gone"
+    #: Changed since it was read (a resourceVersion precondition failed).
+    CONFLICT = "conflict"
+    #: Any other API error; spelled ``failed: <error>``.
+    FAILED = "failed"
+
+
+#: The reconciler's word for ``EffectOutcome.KIND_MISSING``, as its entries have always said it
+#: (``result`` and the effect's ``outcome``).
+RECONCILE_KIND_MISSING = "resource-missing"
+
+
+def failed(error: str) -> str:
+    """How a failure reads in ``result`` (and a reconciler effect's ``outcome``)."""
+    return f"{EffectOutcome.FAILED}: {error}"
+
+
 class EffectEntry(TypedDict, total=False):
-    """An object podium created or changed (``effects.EffectResult.as_dict``)."""
+    """An object podium created or changed: its ``outcome`` is an ``EffectOutcome`` word."""
 
     kind: str
     name: str
@@ -113,7 +169,7 @@ MARKER = "podium.audit/v1"
 
 def build(
     *,
-    request: Request | None,
+    request: Request,
     decision: Decision | None,
     time: datetime,
     latency_ms: float,
@@ -125,33 +181,28 @@ def build(
     error: str | None = None,
     read: Sequence[str] = (),
 ) -> AuditEntry:
-    """One admission's entry. ``outcome``/``reason`` override the decision's (e.g. fail-open)."""
-    pod = (request.object if request else None) or {}
-    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    """An admission's entry. ``outcome``/``reason`` override the decision's (e.g. fail-open);
+    without a decision (it failed before one) the outcome is ``error``."""
+    meta: Mapping[str, Any] = (request.object or {}).get("metadata") or {}
     gang = decision.gang if decision else None
-    entry: AuditEntry = {
-        "audit": MARKER,
-        "time": time.isoformat(timespec="milliseconds"),
-        "requestUID": request.uid if request else "",
-        "operation": request.operation if request else "",
-        "namespace": (decision.namespace if decision else "")
-        or (request.namespace if request else ""),
-        "pod": meta.get("name") or meta.get("generateName") or (request.name if request else ""),
-        "user": (request.user.get("username", "") if request else ""),
-        "outcome": outcome or (decision.outcome if decision else Outcome.ERROR.value),
-        "reason": reason or (decision.reason if decision else "error"),
-        "detail": detail if detail is not None else (decision.detail if decision else ""),
-        "job": None,
-        "role": None,
-        "coordinator": None,
-        "zone": decision.zone if decision and not outcome else None,
-        "capacity": [c.as_dict() for c in decision.capacity] if decision else [],
-        "patch": _patch_summary(decision.patch if decision and not outcome else []),
-        "effects": list(effects),
-        "warnings": list(warnings),
-        "dryRun": bool(request and request.dry_run),
-        "latencyMs": round(latency_ms, 3),
-    }
+    entry = _entry(
+        time=time,
+        request_uid=request.uid,
+        operation=request.operation,
+        namespace=(decision.namespace if decision else "") or request.namespace,
+        pod=meta.get("name") or meta.get("generateName") or request.name,
+        user=request.user.get("username", ""),
+        outcome=outcome or (decision.outcome if decision else Outcome.ERROR.value),
+        reason=reason or (decision.reason if decision else "error"),
+        detail=detail if detail is not None else (decision.detail if decision else ""),
+        zone=decision.zone if decision and not outcome else None,
+        capacity=[c.as_dict() for c in decision.capacity] if decision else [],
+        patch=decision.patch if decision and not outcome else (),
+        effects=effects,
+        warnings=warnings,
+        dry_run=bool(request.dry_run),
+        latency_ms=latency_ms,
+    )
     if gang is not None:
         entry["job"] = job_ref(gang)
         entry["role"] = gang.role
@@ -164,6 +215,164 @@ def build(
         entry["error"] = error
     if read:
         entry["read"] = list(read)
+    return entry
+
+
+def released(
+    *,
+    time: datetime,
+    namespace: str,
+    job: JobRef,
+    zone: str | None,
+    user: str,
+    reason: str,
+    detail: str,
+    effects: Sequence[EffectEntry],
+    pods: Sequence[str],
+    waited_seconds: float,
+    latency_ms: float,
+    error: str | None,
+) -> AuditEntry:
+    """A gang the releaser released into ``zone`` (``pods`` ungated, the objects it wrote in
+    ``effects``), or stopped releasing at ``error``: ``result`` is ``released`` or
+    ``failed: <error>``."""
+    entry = _entry(
+        time=time,
+        namespace=namespace,
+        user=user,
+        outcome="released",
+        reason=reason,
+        detail=detail,
+        job=job,
+        zone=zone,
+        effects=effects,
+        latency_ms=latency_ms,
+        error=error,
+    )
+    entry["action"] = "release"
+    entry["result"] = "released" if error is None else failed(error)
+    entry["pods"] = list(pods)
+    entry["waitedSeconds"] = round(waited_seconds, 1)
+    return entry
+
+
+def held(
+    *,
+    time: datetime,
+    namespace: str,
+    job: JobRef,
+    reason: str,
+    detail: str,
+    result: str,
+    pods: Sequence[str],
+    waited_seconds: float,
+) -> AuditEntry:
+    """A gang that waits (``detail``: why); ``result`` says where it stands in line."""
+    entry = _entry(
+        time=time,
+        namespace=namespace,
+        outcome="held",
+        reason=reason,
+        detail=detail,
+        job=job,
+    )
+    entry["action"] = "wait"
+    entry["result"] = result
+    entry["pods"] = list(pods)
+    entry["waitedSeconds"] = round(waited_seconds, 1)
+    return entry
+
+
+def reconciled(
+    *,
+    time: datetime,
+    latency_ms: float,
+    action: str,
+    reason: str,
+    detail: str,
+    target: tuple[str, str, str],
+    job: JobRef,
+    outcome: EffectOutcome,
+    error: str | None = None,
+) -> AuditEntry:
+    """One reconciler ``action`` on ``target`` (kind, namespace, name) and how it went: the
+    entry's ``result``, and its one effect's ``outcome`` — ``failed: <error>`` for a failure,
+    ``resource-missing`` for a kind not served."""
+    kind, namespace, name = target
+    if outcome is EffectOutcome.FAILED:
+        result = failed(error or "")
+    elif outcome is EffectOutcome.KIND_MISSING:
+        result = RECONCILE_KIND_MISSING
+    else:
+        result = outcome.value
+    entry = _entry(
+        time=time,
+        namespace=namespace,
+        pod=name if kind == "Pod" else "",
+        outcome="reconcile",
+        reason=reason,
+        detail=detail,
+        job=job,
+        effects=[{"kind": kind, "name": name, "namespace": namespace, "outcome": result}],
+        latency_ms=latency_ms,
+        error=error if outcome is EffectOutcome.FAILED else None,
+    )
+    entry["action"] = action
+    entry["result"] = result
+    return entry
+
+
+def guarded(*, time: datetime, reason: str, detail: str, warnings: Sequence[str]) -> AuditEntry:
+    """What the installed Cilium CRD means for podium's policies, said when it changes."""
+    return _entry(time=time, outcome="guard", reason=reason, detail=detail, warnings=warnings)
+
+
+def _entry(
+    *,
+    time: datetime,
+    outcome: str,
+    reason: str,
+    detail: str,
+    request_uid: str = "",
+    operation: str = "",
+    namespace: str = "",
+    pod: str = "",
+    user: str = "",
+    job: JobRef | None = None,
+    zone: str | None = None,
+    capacity: Sequence[dict[str, Any]] = (),
+    patch: Sequence[Mapping[str, Any]] = (),
+    effects: Sequence[EffectEntry] = (),
+    warnings: Sequence[str] = (),
+    dry_run: bool = False,
+    latency_ms: float = 0.0,
+    error: str | None = None,
+) -> AuditEntry:
+    """The keys every entry has, in their order; ``error`` only when there is one."""
+    entry: AuditEntry = {
+        "audit": MARKER,
+        "time": time.isoformat(timespec="milliseconds"),
+        "requestUID": request_uid,
+        "operation": operation,
+        "namespace": namespace,
+        "pod": pod,
+        "user": user,
+        "outcome": outcome,
+        "reason": reason,
+        "detail": detail,
+        "job": job,
+        "role": None,
+        "coordinator": None,
+        "zone": zone,
+        "capacity": list(capacity),
+        "patch": _patch_summary(patch),
+        "effects": list(effects),
+        "warnings": list(warnings),
+        "dryRun": dry_run,
+        "latencyMs": round(latency_ms, 3),
+    }
+    if error:
+        entry["error"] = error
     return entry
 
 

@@ -45,7 +45,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +53,7 @@ import jsonpatch
 import jsonpointer
 import orjson
 
+from webhook.core import mergepatch
 from webhook.core.objects import Obj, ObjectKey, group_of, key_of
 from webhook.core.policies import Manifest
 from webhook.kube import errors
@@ -63,19 +64,6 @@ Fault = Callable[[str, ObjectKey], errors.ApiError | None]
 
 def no_fault(_op: str, _key: ObjectKey) -> errors.ApiError | None:
     return None
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: ``patch``'s keys replace ``target``'s, ``null`` removes one."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = apply_merge_patch(out.get(key), value)
-    return out
 
 
 def _copy(obj: Obj) -> dict[str, Any]:
@@ -294,7 +282,7 @@ class Store:
     def merge_patch(self, key: ObjectKey, patch: Manifest) -> Obj:
         with self.lock:
             stored = self._guard(key, (patch.get("metadata") or {}).get("resourceVersion"))
-            return self._write(key, _copy(apply_merge_patch(stored, patch)))
+            return self._write(key, _copy(mergepatch.apply(stored, patch)))
 
     def json_patch(self, key: ObjectKey, patch: JsonPatch) -> Obj:
         with self.lock:

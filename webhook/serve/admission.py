@@ -155,9 +155,7 @@ class Admitter:
                     reason=API_ERROR,
                 )
             warnings = [*decision.warnings, *applied.warnings]
-            results = [
-                {"kind": r.kind, "name": r.name, "outcome": r.outcome} for r in applied.results
-            ]
+            results = [r.as_dict() for r in applied.results]
         entry = audit.build(
             request=request,
             decision=decision,

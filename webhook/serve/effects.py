@@ -1,10 +1,10 @@
-"""The side-effect writer: an admission's record, PodGroup and policy, created through
-``protocols.Api``.
+"""An admission's side effects: its record, PodGroup and policy, created through podium's writer
+(``webhook.serve.writer``) with ``protocols.Api``.
 
-Errors are ``kube.errors``: ``AlreadyExists`` means another admission created the object first
-(its record is read and followed), ``NotFound`` on the policy means its CRD is not installed and
-on the PodGroup that the apiserver does not serve PodGroups (warnings); any other ``ApiError``
-reaches the caller, which fails open.
+A record another admission created first is read and, when it says another zone (or zone
+chooser), followed; a PodGroup or policy there already is fine; ``KIND_MISSING`` on the policy
+means its CRD is not installed and on the PodGroup that the apiserver does not serve PodGroups
+(warnings); any other ``ApiError`` reaches the caller, which fails open.
 """
 
 from __future__ import annotations
@@ -12,71 +12,54 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from webhook.core import records
+from webhook.core.audit import EffectOutcome
 from webhook.core.engine import Decision
+from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.kube import errors
 from webhook.kube.protocols import Api
+from webhook.serve import writer
 
 T = TypeVar("T")
 
 
-#: ``followed``: the record existed with another zone than this admission chose; the admission
-#: adopted the recorded zone.
-EffectOutcome = Literal["created", "exists", "followed", "skipped-crd-missing", "dry-run"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class EffectResult:
-    kind: str
-    name: str
-    outcome: EffectOutcome
-
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "name": self.name, "outcome": self.outcome}
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Applied:
-    results: tuple[EffectResult, ...]
+    results: tuple[writer.Written, ...]
     #: The record another admission created first; its zone wins over this decision's.
     followed: Record | None = None
     warnings: tuple[str, ...] = ()
 
 
 async def ensure(decision: Decision, api: Api) -> Applied:
-    """Create the gang's record, then its policy; follow a record someone else created first.
+    """Create the gang's record, then its PodGroup and policy; follow a record someone else
+    created first.
 
     The record is created before the policy so that when two replicas race, the loser learns the
     winner's zone before doing anything else. A missing policy CRD is a warning, not a failure:
     the pod is still pinned (zone co-location alone fixes deny-rule isolation).
     """
-    results: list[EffectResult] = []
-    record = decision.record
+    record, group, policy = decision.record, decision.podgroup, decision.policy
+    results: list[writer.Written] = []
     if record is not None and decision.gang is not None:
-        meta = record["metadata"]
-        try:
-            await api.create(record)
-            results.append(EffectResult(record["kind"], meta["name"], "created"))
-        except errors.AlreadyExists:
-            existing = await api.get(
-                record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
-            )
-            followed = records.read_record(existing, decision.gang.key)
-            # The gang's first decision wins: its zone, and who chooses it (podium or
-            # kube-scheduler, which may differ when the setting is auto or has just changed).
-            chooser = records.SCHEDULER if decision.podgroup is not None else records.PODIUM
-            if followed is not None and (
-                followed.zone != decision.zone or followed.chooser != chooser
-            ):
-                results.append(EffectResult(record["kind"], meta["name"], "followed"))
-                return Applied(tuple(results), followed=followed)
-            results.append(EffectResult(record["kind"], meta["name"], "exists"))
+        key = decision.gang.key
+        # The gang's first decision wins: its zone, and who chooses it (podium or
+        # kube-scheduler, which may differ when the setting is auto or has just changed).
+        chooser = records.SCHEDULER if group is not None else records.PODIUM
+
+        def same(existing: Obj) -> bool:
+            there = records.read_record(existing, key)
+            return there is None or (there.zone, there.chooser) == (decision.zone, chooser)
+
+        written = await writer.create(api, record, same=same)
+        results.append(written)
+        if written.outcome is EffectOutcome.FOLLOWED and written.existing is not None:
+            return Applied(tuple(results), followed=records.read_record(written.existing, key))
     warnings: list[str] = []
-    group = decision.podgroup
     if group is not None:
         name = group["metadata"]["name"]
         missing = (
@@ -84,7 +67,6 @@ async def ensure(decision: Decision, api: Api) -> Applied:
             f"{group['apiVersion']} PodGroups; the pod is neither grouped nor pinned"
         )
         await _create_unless_missing(api, group, missing, results, warnings)
-    policy = decision.policy
     if policy is not None:
         kind, name = policy["kind"], policy["metadata"]["name"]
         missing = (
@@ -99,19 +81,14 @@ async def _create_unless_missing(
     api: Api,
     manifest: Manifest,
     missing: str,
-    results: list[EffectResult],
+    results: list[writer.Written],
     warnings: list[str],
 ) -> None:
     """Create an object the gang needs beside its record: one that exists already is fine; a
     kind the apiserver does not serve (a missing CRD or API) is the warning ``missing``."""
-    kind, name = manifest["kind"], manifest["metadata"]["name"]
-    try:
-        await api.create(manifest)
-        results.append(EffectResult(kind, name, "created"))
-    except errors.AlreadyExists:
-        results.append(EffectResult(kind, name, "exists"))
-    except errors.NotFound:
-        results.append(EffectResult(kind, name, "skipped-crd-missing"))
+    written = await writer.create(api, manifest, optional=True)
+    results.append(written)
+    if written.outcome is EffectOutcome.KIND_MISSING:
         warnings.append(missing)
 
 

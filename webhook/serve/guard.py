@@ -100,16 +100,8 @@ class CiliumGuard:
                 "absent": f"the {policies.CILIUM_CRD} CRD is gone",
             }[state]
             log.info("%s", detail)
-        entry = audit.build(
-            request=None,
-            decision=None,
-            time=self.clock(),
-            latency_ms=0.0,
-            outcome="guard",
-            reason=reason,
-            detail=detail,
-            warnings=[detail] if self.withholding else [],
-        )
+        warnings = [detail] if self.withholding else []
+        entry = audit.guarded(time=self.clock(), reason=reason, detail=detail, warnings=warnings)
         with contextlib.suppress(Exception):  # an audit sink failure must not end the loop
             self.sink.write(entry)
         return entry

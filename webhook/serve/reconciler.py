@@ -1,509 +1,47 @@
-"""Keep podium's side effects true: a record and a policy for every live job podium admitted, none
-for jobs that are gone or never got a pod, and no policy edited away from what podium wrote.
+"""The reconciler: carries ``webhook.core.reconcile.plan`` out while this replica leads.
 
-An admitted pod may never be persisted (a later webhook or validation can reject it), a user can
-delete or edit a policy, and the garbage collector only helps once the job is deleted. So every
-``interval`` seconds the leader (``leader.LeaderElector``) lists podium's objects, and for every
-gang that has one, or has pods carrying podium's label (so that a gang whose record and policy
-were both deleted is found from its pods):
-
-* ``plan`` — pure: ``(view, settings, owned, now, tuning) → [Action]`` — decides, per gang;
-* ``Reconciler.execute`` carries the actions out with resourceVersion-guarded writes and audits
-  each one (``outcome: reconcile``).
-
-Orphans are removed in two passes, so nothing in flight is lost: an object older than the grace
-period whose job is gone (or that has no pod of its gang) is first *marked* with the annotation
-``podium.dev/orphan-since``; a later pass deletes it only if it is still an orphan a grace period
-after the mark, with the mark's resourceVersion as a precondition. A gang that gets its pods in
-the meantime is unmarked. A record created seconds ago whose pods are still being created is
-younger than the grace period and is left alone.
-
-A pod created while podium was down (``failurePolicy: Ignore``) skipped the admission that strips
-a copied ``podium.dev/job`` label, and would be selected by that job's allow policy. So every pass
-also looks at the pods carrying the label in opted-in namespaces (``plan_labels``): a label that
-the pod's controller chain does not lead to (``updates.disowned_label``) is removed — a merge
-patch by podium's own user, which the UPDATE guard lets remove exactly such a label — audited,
-and reported as a ``JobLabelRemoved`` Event on the pod.
-
-Zone-scoped policies (``policy-scope: zone``, ``policies``) select the gang's pods by
-``podium.dev/zone`` too. A pod podium pinned carries the label from admission; a pod whose zone
-was not known then (unpinned, or admitted before podium wrote the label) gets it here, once it
-is bound, from its node's zone (``label``: a merge patch by podium's own user, which the UPDATE
-guard allows for exactly that value), and the gang gets a policy for every zone its pods are in.
-A job-wide policy (written before zone scoping, or under ``policy-scope: job``) is narrowed to
-the zone-scoped form only once every bound pod of the gang carries its zone, so that no running
-pod is left outside the gang's policy; until then it stays as it is.
+Every ``reconcile-interval-seconds`` the leader (``leader.LeaderElector``) lists podium's objects
+(``Owned``: records, and policies of the policy mode's kind, fresh with their resourceVersions),
+plans from them and the view (``webhook.core.reconcile``, pure: what to create, repair, mark,
+unmark, delete, label or unlabel, and why), and carries out each action through podium's writer
+(``webhook.serve.writer``): every write guarded by the resourceVersion (or UID) it was planned
+from, a delete for a gone job only once the apiserver, not just the cache, says the job is gone
+(``kept: the job exists`` otherwise). Each action is audited (``outcome: reconcile``, ``result``
+the writer's word: ``conflict`` when the object changed since it was listed — the next pass
+decides again — ``failed: <error>`` on any other API error, counted in
+``podium_write_failures_total{source="reconciler"}``). Metrics: ``podium_gangs_split``,
+``podium_reconcile_passes_total``, ``podium_reconcile_last_pass_timestamp_seconds``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
 
-from webhook.core import adapters, audit, labels, podgroups, policies, records, release, updates
-from webhook.core.adapters import base
-from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj, owner_references, parse_time
-from webhook.core.policies import Manifest
-from webhook.core.settings import Mode, PolicyMode, PolicyScope, Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
+from webhook.core import audit, labels, policies
+from webhook.core.audit import EffectOutcome
+from webhook.core.objects import Obj
+from webhook.core.reconcile import Action, Owned, Tuning, plan, split_gangs
+from webhook.core.settings import PolicyMode
 from webhook.kube import errors
-from webhook.serve import loops
+from webhook.serve import loops, writer
 
 log = logging.getLogger("podium.reconciler")
 
-#: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
-ORPHAN_SINCE = labels.PREFIX + "orphan-since"
-
-Verb = Literal["create", "repair", "mark", "unmark", "delete", "unlabel", "label"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Tuning:
-    #: How long an object must be an orphan — first unmarked, then marked — before it goes.
-    grace_seconds: float = 120.0
-    interval_seconds: float = 30.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Tuning:
-        """``orphan-grace-seconds`` and ``reconcile-interval-seconds``."""
-        return cls(
-            grace_seconds=settings.orphan_grace_seconds,
-            interval_seconds=settings.reconcile_interval_seconds,
-        )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Owned:
-    """podium's objects as listed from the apiserver (fresh, with their resourceVersions)."""
-
-    decisions: Sequence[Obj] = ()
-    policies: Sequence[Obj] = ()
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    verb: Verb
-    reason: str
-    detail: str
-    gang: str
-    #: create: the object to create; repair, mark, unmark, delete: the existing object;
-    #: unlabel: the pod.
-    manifest: Manifest
-    #: repair, mark, unmark: the merge patch to send (guarded by the listed resourceVersion);
-    #: unlabel: the label's removal (guarded by the pod's uid).
-    patch: Manifest | None = None
-    #: The job as the object names it (its ownerReference).
-    owner: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def target(self) -> tuple[str, str, str]:
-        meta = self.manifest["metadata"]
-        return str(self.manifest["kind"]), str(meta.get("namespace", "")), str(meta["name"])
-
-
-# -- the plan (pure) -----------------------------------------------------------------------------
-
-
-def _meta(obj: Obj) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _owner(obj: Obj) -> Mapping[str, Any]:
-    """The job, which podium's objects name as their one (non-controller) owner."""
-    return next(owner_references(obj), {})
-
-
-def _job_uid(obj: Obj) -> str:
-    data = obj.get("data") or {}
-    return str(data.get("jobUID") or _owner(obj).get("uid") or "")
-
-
-def _majority(values: Iterable[str]) -> str | None:
-    counted = collections.Counter(v for v in values if v)
-    return counted.most_common(1)[0][0] if counted else None
-
-
-def merge_diff(before: Any, after: Any) -> Any:
-    """The RFC 7386 merge patch that turns ``before`` into ``after`` (null removes a key)."""
-    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
-        return after
-    out: dict[str, Any] = {k: None for k in before if k not in after}
-    for key, value in after.items():
-        if key not in before:
-            out[key] = value
-        elif before[key] != value:
-            out[key] = merge_diff(before[key], value)
-    return out
-
-
-def plan(
-    view: ClusterView, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
-) -> list[Action]:
-    """What to do about every gang that has a podium object or a pod carrying its label, decided
-    from the objects, the pods carrying the gang's label and the jobs in ``view``."""
-    groups: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
-    for obj in (*owned.decisions, *owned.policies):
-        gang = (_meta(obj).get("labels") or {}).get(labels.JOB)
-        if gang:
-            groups[(str(_meta(obj).get("namespace") or ""), str(gang))].append(obj)
-    for namespace, gang in view.gangs():  # pods of a gang whose record and policy are both gone
-        groups.setdefault((namespace, gang), [])
-    actions: list[Action] = []
-    for (namespace, gang), objects in sorted(groups.items()):
-        actions.extend(_plan_gang(view, settings, namespace, gang, objects, now, tuning))
-    return actions + plan_labels(view, settings)
-
-
-def split_gangs(view: ClusterView) -> list[tuple[str, str]]:
-    """The gangs podium admitted (pods carrying ``podium.dev/job``) whose running pods are bound
-    to nodes in more than one zone: what podium exists to prevent (a pod admitted while podium
-    was down or failing open, or skipped)."""
-    split: list[tuple[str, str]] = []
-    for namespace, gang in sorted(set(view.gangs())):
-        zones: set[str] = set()
-        for pod in view.pods_in(namespace, {labels.JOB: gang}):
-            if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-                continue
-            node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
-            if node is not None and node.zone:
-                zones.add(node.zone)
-        if len(zones) > 1:
-            split.append((namespace, gang))
-    return split
-
-
-def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
-    """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
-    controller chain disowns (``updates.disowned_label``)."""
-    actions: list[Action] = []
-    for namespace, gang in sorted(set(view.gangs())):
-        if not _opted_in(view, settings, namespace):
-            continue
-        for pod in view.pods_in(namespace, {labels.JOB: gang}):
-            why = updates.disowned_label(pod, namespace, view)
-            if why is None:
-                continue
-            meta = _meta(pod)
-            actions.append(
-                Action(
-                    verb="unlabel",
-                    reason="label-disowned",
-                    detail=f"removed {labels.JOB}={gang} from pod {meta.get('name')}: {why}",
-                    gang=gang,
-                    manifest={**pod, "apiVersion": "v1", "kind": "Pod"},
-                    patch={"metadata": {"uid": meta.get("uid"), "labels": {labels.JOB: None}}},
-                    owner=base.job_of_gang(gang, view),
-                )
-            )
-    return actions
-
-
-def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
-    """podium enforces in the namespace: in shadow mode it labels no pod, so none to check."""
-    ns_labels = (_meta(view.namespace(namespace) or {}).get("labels")) or {}
-    return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
-
-
-def _plan_gang(
-    view: ClusterView,
-    settings: Settings,
-    namespace: str,
-    gang: str,
-    objects: Sequence[Obj],
-    now: datetime,
-    tuning: Tuning,
-) -> list[Action]:
-    members = list(view.pods_in(namespace, {labels.JOB: gang}))
-    found: Gang | None = None
-    if objects:
-        uid = next((u for u in map(_job_uid, objects) if u), "")
-        owner = _owner(objects[0])
-    else:  # only pods carry the gang's label: their job is the one to rebuild for
-        found = _gang_of(members, namespace, gang, view)
-        if found is None:
-            return []
-        uid, owner = found.owner.uid, found.owner.as_owner_reference()
-    job = view.by_uid(uid) if uid else None
-    if job is not None and _meta(job).get("namespace") != namespace:
-        job = None
-
-    def act(
-        verb: Verb, reason: str, detail: str, manifest: Manifest, patch: Manifest | None = None
-    ) -> Action:
-        return Action(
-            verb=verb,
-            reason=reason,
-            detail=detail,
-            gang=gang,
-            manifest=manifest,
-            patch=patch,
-            owner=owner,
-        )
-
-    if job is None or not members:
-        reason = "job-gone" if job is None else "no-pods"
-        detail = (
-            f"the job with UID {uid or '?'} does not exist"
-            if job is None
-            else f"no pod carries {labels.JOB}={gang}"
-        )
-        return [a for obj in objects if (a := _orphan(obj, reason, detail, now, tuning, act))]
-    actions = _adopted(objects, members, act)
-    if _all_held(members):  # nothing released yet: the releaser writes record and policy
-        return actions
-    found = found or _gang_of(members, namespace, gang, view)
-    if found is None:
-        return actions  # no adapter recognises the pods any more: nothing to rebuild from
-    record_zone, chooser, rebuilt = _decision_of(found, namespace, objects, members, now)
-    if rebuilt is not None:
-        actions.append(act("create", "missing-record", "the decision record was gone", rebuilt))
-    scope, label_zones = _scope(settings, chooser, objects, members)
-    return actions + _plan_policies(
-        view, settings, namespace, found, members, objects, record_zone, scope, act, label_zones
-    )
-
-
-def _scope(
-    settings: Settings, chooser: str, objects: Sequence[Obj], members: Sequence[Obj]
-) -> tuple[PolicyScope, bool]:
-    """The scope of the gang's policies, and whether its bound pods get their zone label.
-
-    The scheduler's gangs keep a job-wide policy (engine._group). So does a gang released across
-    zones by ``too-big: spread`` — narrowing it to zones would take back what the admin opted
-    into — but its pods still get their node's zone label, so that an admin's zone isolation
-    keyed on it covers them as it covers every other pod (docs/cilium.md)."""
-    if chooser == records.SCHEDULER:
-        return PolicyScope.JOB, False
-    record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
-    recorded = records.parse_record(record) if record is not None else None
-    reasons = (str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members)
-    if (recorded.reason if recorded else _majority(reasons)) == release.TOO_BIG_SPREAD:
-        return PolicyScope.JOB, True
-    return settings.policy_scope, settings.policy_scope is PolicyScope.ZONE
-
-
-def _all_held(members: Sequence[Obj]) -> bool:
-    """Every pod of the gang that is not finished still carries podium's gate
-    (``zone-chooser: hold``): it has no decision to rebuild and no policy to keep yet."""
-    alive = [p for p in members if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
-    return bool(alive) and all(has_gate(p.get("spec") or {}) for p in alive)
-
-
-def _adopted(
-    objects: Sequence[Obj], members: Sequence[Obj], act: Callable[..., Action]
-) -> list[Action]:
-    """Unmark the objects marked as orphans: the gang has pods again."""
-    return [
-        act(
-            "unmark",
-            "adopted",
-            f"{len(members)} pod(s) of the gang exist",
-            dict(obj),
-            _annotate(obj, None),
-        )
-        for obj in objects
-        if ORPHAN_SINCE in (_meta(obj).get("annotations") or {})
-    ]
-
-
-def _decision_of(
-    found: Gang,
-    namespace: str,
-    objects: Sequence[Obj],
-    members: Sequence[Obj],
-    now: datetime,
-) -> tuple[str | None, str, Manifest | None]:
-    """The gang's zone and zone chooser, from its decision record; without one, from what its
-    pods were admitted with, and the record to re-create from that."""
-    record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
-    recorded = records.parse_record(record) if record is not None else None
-    if recorded is not None:
-        return recorded.zone, recorded.chooser, None
-    record_zone = _majority(
-        str((_meta(p).get("annotations") or {}).get(labels.ZONE) or "") for p in members
-    )
-    first_reason = _majority(
-        str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members
-    )
-    # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
-    # record they had said zoneChooser scheduler and no zone, and so must the new one.
-    scheduled = first_reason == podgroups.REASON
-    chooser = records.SCHEDULER if scheduled else records.PODIUM
-    manifest = policies.build_record(
-        gang=found,
-        namespace=namespace,
-        zone=None if scheduled else record_zone,
-        reason=first_reason or "reconciled",
-        detail="re-created by the reconciler from the zone its pods were pinned to",
-        decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
-        chooser=chooser,
-    )
-    return record_zone, chooser, manifest
-
-
-def _zone_of(pod: Obj) -> str | None:
-    return ((_meta(pod).get("labels") or {}).get(labels.ZONE)) or None
-
-
-def _plan_policies(
-    view: ClusterView,
-    settings: Settings,
-    namespace: str,
-    gang: Gang,
-    members: Sequence[Obj],
-    objects: Sequence[Obj],
-    record_zone: str | None,
-    scope: PolicyScope,
-    act: Callable[..., Action],
-    label_zones: bool,
-) -> list[Action]:
-    """The gang's allow policies: with ``label_zones`` (zone scope; a spread gang), first the
-    zone label of every bound pod that lacks it; then every policy the gang needs created or
-    repaired, and the ones it no longer needs deleted — except that a job-wide policy is not
-    narrowed while a pod it covers has no zone label yet (``waiting``)."""
-    kind = policies.policy_kind(settings.policy_mode)
-    crd = view.get(policies.CRD_API_VERSION, policies.CRD_KIND, "", policies.CILIUM_CRD)
-    if kind is None or policies.withheld(settings, crd) is not None:
-        return []  # no policy mode, or an old Cilium: podium writes no policy (doctor says so)
-    actions, zones, waiting = _zone_labels(view, namespace, members, record_zone, label_zones, act)
-    expected = policies.build_policies(
-        gang=gang,
-        namespace=namespace,
-        mode=settings.policy_mode,
-        scope=scope,
-        zones=zones,
-        record_zone=record_zone,
-    )
-    existing = {
-        str(_meta(o).get("name")): o
-        for o in objects
-        if (o.get("apiVersion"), o.get("kind")) == kind
-    }
-    for want in expected:
-        have_policy = existing.pop(want["metadata"]["name"], None)
-        if have_policy is None:
-            actions.append(act("create", "missing-policy", "the allow policy was missing", want))
-        elif (repair := _repair(have_policy, want, waiting=waiting, act=act)) is not None:
-            actions.append(repair)
-    for name, stale in sorted(existing.items()):
-        if _zone_of(stale) is None and scope is PolicyScope.ZONE and waiting:
-            continue  # a job-wide policy still covers pods that have no zone label yet
-        detail = f"{stale.get('kind')} {name} is not one the gang needs ({scope} scope)"
-        actions.append(act("delete", "policy-not-needed", detail, dict(stale)))
-    return actions
-
-
-def _zone_labels(
-    view: ClusterView,
-    namespace: str,
-    members: Sequence[Obj],
-    record_zone: str | None,
-    label_zones: bool,
-    act: Callable[..., Action],
-) -> tuple[list[Action], set[str], int]:
-    """With ``label_zones``, a label for every running pod whose zone label is not its node's zone;
-    the zones the gang's pods are in; and how many pods wait for their zone label."""
-    actions: list[Action] = []
-    zones = {record_zone} if record_zone else set()
-    waiting = 0
-    for pod in members:
-        meta, spec = _meta(pod), pod.get("spec") or {}
-        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-            continue
-        have = _zone_of(pod)
-        node = view.node(str(spec.get("nodeName") or ""))
-        truth = node.zone if node is not None else None
-        if label_zones and truth and have != truth:
-            if updates.disowned_label(pod, namespace, view) is not None:
-                continue  # a copied job label: plan_labels removes it
-            actions.append(
-                act(
-                    "label",
-                    "zone-known",
-                    f"labelled pod {meta.get('name')} {labels.ZONE}={truth}, the zone of its "
-                    f"node {node.name if node else '?'}" + (f" (was {have})" if have else ""),
-                    {**pod, "apiVersion": "v1", "kind": "Pod"},
-                    {"metadata": {"uid": meta.get("uid"), "labels": {labels.ZONE: truth}}},
-                )
-            )
-            waiting += 1
-        elif not have and (meta.get("annotations") or {}).get(labels.ZONE):
-            waiting += 1  # pinned before podium labelled zones: labelled once it is bound
-        if truth or have:
-            zones.add(str(truth or have))
-    return actions, zones, waiting
-
-
-def _repair(
-    have: Obj, want: Manifest, *, waiting: int, act: Callable[..., Action]
-) -> Action | None:
-    """The patch that brings an existing policy back to what the gang needs, if it differs."""
-    # podium's own word on what an object covers is its zone label (the selector may have
-    # been edited): a job-wide one is narrowed only once no pod waits for its zone label.
-    was, scoped = _zone_of(have), policies.policy_zone(want)
-    if have.get("spec") == want["spec"] or (was is None and scoped and waiting):
-        return None
-    diff = merge_diff(have.get("spec") or {}, want["spec"])
-    head: dict[str, Any] = {"resourceVersion": _meta(have).get("resourceVersion")}
-    if (_meta(have).get("labels") or {}) != want["metadata"]["labels"]:
-        head["labels"] = merge_diff(_meta(have).get("labels") or {}, want["metadata"]["labels"])
-    reason, detail = (
-        ("policy-scope", f"scoped to the gang's pods in {scoped}" if scoped else "job-wide")
-        if was != scoped
-        else ("policy-drifted", f"spec fields edited: {', '.join(sorted(diff))}")
-    )
-    return act("repair", reason, detail, dict(have), {"metadata": head, "spec": diff})
-
-
-def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: ClusterView) -> Gang | None:
-    for pod in members:
-        found = adapters.recognise(pod, namespace, view)
-        if found is not None and found.key == gang:
-            return found
-    return None
-
-
-def _annotate(obj: Obj, value: str | None) -> Manifest:
-    """Set (or with None remove) the orphan mark, unless the object changed since it was read."""
-    return {
-        "metadata": {
-            "resourceVersion": _meta(obj).get("resourceVersion"),
-            "annotations": {ORPHAN_SINCE: value},
-        }
-    }
-
-
-def _orphan(
-    obj: Obj,
-    reason: str,
-    detail: str,
-    now: datetime,
-    tuning: Tuning,
-    act: Callable[[Verb, str, str, Manifest, Manifest | None], Action],
-) -> Action | None:
-    meta = _meta(obj)
-    since = parse_time((meta.get("annotations") or {}).get(ORPHAN_SINCE))
-    if since is not None:
-        if (now - since).total_seconds() >= tuning.grace_seconds:
-            detail = f"{detail} (orphaned since {since.isoformat()})"
-            return act("delete", reason, detail, dict(obj), None)
-        return None
-    created = parse_time(meta.get("creationTimestamp"))
-    if created is not None and (now - created).total_seconds() < tuning.grace_seconds:
-        return None  # in flight: its pods may still be on their way
-    mark = _annotate(obj, now.astimezone(UTC).isoformat(timespec="seconds"))
-    return act("mark", reason, detail, dict(obj), mark)
-
-
-# -- carrying it out -----------------------------------------------------------------------------
+#: What a merge patch did, by the action's verb.
+PATCHED = {
+    "repair": EffectOutcome.REPAIRED,
+    "mark": EffectOutcome.MARKED,
+    "unmark": EffectOutcome.UNMARKED,
+    "unlabel": EffectOutcome.UNLABELLED,
+    "label": EffectOutcome.LABELLED,
+}
 
 
 def _policy_kinds(mode: PolicyMode) -> list[tuple[str, str]]:
@@ -515,7 +53,7 @@ def _policy_kinds(mode: PolicyMode) -> list[tuple[str, str]]:
 class Reconciler(loops.LeaderPass):
     """Runs ``plan`` and carries it out while this replica leads and the cache has synced."""
 
-    tuning: Tuning = Tuning()
+    tuning: Tuning = dataclasses.field(default_factory=Tuning)
 
     async def list_owned(self) -> Owned:
         managed = f"{labels.MANAGED_BY}={labels.MANAGER}"
@@ -551,53 +89,33 @@ class Reconciler(loops.LeaderPass):
 
     async def execute(self, action: Action, *, now: datetime) -> audit.AuditEntry:
         started = time.perf_counter()
+        error = None
         try:
-            result = await self._carry_out(action, now=now)
-        except errors.Conflict:
-            result = "conflict"  # changed since it was listed: the next pass decides again
+            outcome = await self._carry_out(action)
+        except errors.Conflict:  # changed since it was listed: the next pass decides again
+            outcome = EffectOutcome.CONFLICT
         except errors.ApiError as err:
-            result = f"failed: {err}"
+            outcome, error = EffectOutcome.FAILED, str(err)
             if self.meter is not None:
                 self.meter.write_failures.labels(source="reconciler").inc()
-        entry = self.write(self._audit(action, result, now=now, started=started))
-        log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], result)
+        entry = self.write(self._audit(action, outcome, error, now=now, started=started))
+        log.info("reconcile %s %s %s: %s", action.verb, *action.target[::2], entry.get("result"))
         return entry
 
-    async def _carry_out(self, action: Action, *, now: datetime) -> str:
-        kind, namespace, name = action.target
-        api_version = str(action.manifest["apiVersion"])
-        meta = action.manifest["metadata"]
+    async def _carry_out(self, action: Action) -> EffectOutcome:
+        """Through podium's writer: create, patch (repair, mark, unmark, label, unlabel) or
+        delete — a delete for a gone job only once the apiserver, not just the cache, says the
+        job is gone."""
         if action.verb == "create":
-            try:
-                await self.api.create(action.manifest)
-            except errors.AlreadyExists:
-                return "exists"
-            except errors.NotFound:
-                return "resource-missing"
-            return "created"
-        try:
-            if action.patch is not None:
-                await self.api.merge_patch(api_version, kind, namespace, name, action.patch)
-                return {
-                    "repair": "repaired",
-                    "mark": "marked",
-                    "unmark": "unmarked",
-                    "unlabel": "unlabelled",
-                    "label": "labelled",
-                }[action.verb]
-            if action.reason == "job-gone" and await self._job_lives(action.owner, namespace):
-                return "kept: the job exists"
-            await self.api.delete(
-                api_version,
-                kind,
-                namespace,
-                name,
-                uid=str(meta.get("uid") or "") or None,
-                resource_version=str(meta.get("resourceVersion") or "") or None,
-            )
-            return "deleted"
-        except errors.NotFound:
-            return "gone"
+            written = await writer.create(self.api, action.manifest, optional=True)
+        elif action.patch is not None:
+            done = PATCHED[action.verb]
+            written = await writer.merge_patch(self.api, action.manifest, action.patch, done=done)
+        elif action.reason == "job-gone" and await self._job_lives(action.owner, action.target[1]):
+            return EffectOutcome.KEPT
+        else:
+            written = await writer.delete(self.api, action.manifest)
+        return written.outcome
 
     async def _job_lives(self, owner: Mapping[str, Any], namespace: str) -> bool:
         """Before deleting for a gone job, ask the apiserver rather than trust the cache."""
@@ -609,35 +127,34 @@ class Reconciler(loops.LeaderPass):
             )
         except errors.NotFound:
             return False
-        return bool(_meta(job).get("uid") == owner.get("uid"))
+        return bool((job.get("metadata") or {}).get("uid") == owner.get("uid"))
 
     def _audit(
-        self, action: Action, result: str, *, now: datetime, started: float
+        self,
+        action: Action,
+        outcome: EffectOutcome,
+        error: str | None,
+        *,
+        now: datetime,
+        started: float,
     ) -> audit.AuditEntry:
-        kind, namespace, name = action.target
-        entry = audit.build(
-            request=None,
-            decision=None,
+        owner = action.owner
+        return audit.reconciled(
             time=now,
             latency_ms=(time.perf_counter() - started) * 1000,
-            outcome="reconcile",
+            action=action.verb,
             reason=action.reason,
             detail=action.detail,
-            effects=[{"kind": kind, "name": name, "namespace": namespace, "outcome": result}],
-            error=result[len("failed: ") :] if result.startswith("failed: ") else None,
+            target=action.target,
+            job={
+                "kind": str(owner.get("kind") or ""),
+                "name": str(owner.get("name") or ""),
+                "uid": str(owner.get("uid") or ""),
+                "gang": action.gang,
+            },
+            outcome=outcome,
+            error=error,
         )
-        entry["namespace"] = namespace
-        if kind == "Pod":
-            entry["pod"] = name
-        entry["action"] = action.verb
-        entry["result"] = result
-        entry["job"] = {
-            "kind": str(action.owner.get("kind") or ""),
-            "name": str(action.owner.get("name") or ""),
-            "uid": str(action.owner.get("uid") or ""),
-            "gang": action.gang,
-        }
-        return entry
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass every ``interval_seconds`` until ``stop``; a failed pass is logged, not fatal."""

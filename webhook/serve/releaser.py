@@ -39,7 +39,7 @@ from webhook.core.objects import Obj
 from webhook.core.policies import Manifest
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
-from webhook.serve import loops
+from webhook.serve import loops, writer
 
 log = logging.getLogger("podium.releaser")
 
@@ -177,9 +177,14 @@ class Releaser(loops.LeaderPass):
             error = str(err)
             log.warning("releasing %s stopped: %s", planned.held.gang.display, err)
         entry = _released_entry(
-            planned, now=now, effects=effects, released=released, error=error, started=started
+            planned,
+            now=now,
+            user=planned.by or self.user,
+            effects=effects,
+            released=released,
+            error=error,
+            started=started,
         )
-        entry["user"] = planned.by or self.user
         if self.meter is not None and error is not None:
             self.meter.write_failures.labels(source="releaser").inc()
         elif self.meter is not None:
@@ -192,25 +197,19 @@ class Releaser(loops.LeaderPass):
         wrote with another zone meanwhile stops the gang for this pass."""
         record = planned.record
         assert record is not None
-        meta = record["metadata"]
-        try:
-            await self.api.create(record)
-            effects.append(_effect(record, "created"))
-            return
-        except errors.AlreadyExists:
-            pass
-        existing = await self.api.get(
-            record["apiVersion"], record["kind"], meta["namespace"], meta["name"]
-        )
-        if (existing.get("data") or {}).get("zone") == (record.get("data") or {}).get("zone"):
-            effects.append(_effect(record, "exists"))
-            return
-        if not planned.replace:
-            raise errors.Conflict(f"record {meta['name']} names another zone than this pass chose")
-        await self._refuse_if_released(planned)
-        version = (existing.get("metadata") or {}).get("resourceVersion")
-        await self.api.replace({**record, "metadata": {**meta, "resourceVersion": version}})
-        effects.append(_effect(record, "replaced"))
+        zone = (record.get("data") or {}).get("zone")
+
+        def same(existing: Obj) -> bool:
+            return bool((existing.get("data") or {}).get("zone") == zone)
+
+        async def guard(_existing: Obj) -> None:
+            if not planned.replace:
+                name = record["metadata"]["name"]
+                raise errors.Conflict(f"record {name} names another zone than this pass chose")
+            await self._refuse_if_released(planned)
+
+        written = await writer.create_or_replace(self.api, record, same=same, guard=guard)
+        effects.append(written.effect())
 
     async def _refuse_if_released(self, planned: release.Release) -> None:
         """A re-decision is planned from the view, and the watch may deliver a record before the
@@ -236,22 +235,11 @@ class Releaser(loops.LeaderPass):
     ) -> None:
         """Create the policy; one there already is fine, or, on a re-decision (``replace``),
         overwritten: it may be scoped to the zone decided before."""
-        try:
-            await self.api.create(manifest)
-            effects.append(_effect(manifest, "created"))
-        except errors.AlreadyExists:
-            if not replace:
-                effects.append(_effect(manifest, "exists"))
-                return
-            meta = manifest["metadata"]
-            existing = await self.api.get(
-                manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"]
-            )
-            version = (existing.get("metadata") or {}).get("resourceVersion")
-            await self.api.replace({**manifest, "metadata": {**meta, "resourceVersion": version}})
-            effects.append(_effect(manifest, "replaced"))
-        except errors.NotFound:
-            effects.append(_effect(manifest, "skipped-crd-missing"))
+        if replace:
+            written = await writer.create_or_replace(self.api, manifest, optional=True)
+        else:
+            written = await writer.create(self.api, manifest, optional=True)
+        effects.append(written.effect())
 
     async def _ungate(self, ref: release.PodRef, planned: release.Release) -> bool:
         """Release one pod; False when there is nothing to release (gone, recreated with
@@ -282,66 +270,45 @@ class Releaser(loops.LeaderPass):
         )
 
 
-def _effect(manifest: Manifest, outcome: str) -> EffectEntry:
-    meta = manifest["metadata"]
-    return {
-        "kind": manifest["kind"],
-        "name": meta["name"],
-        "namespace": meta.get("namespace", ""),
-        "outcome": outcome,
-    }
-
-
 def _released_entry(
     planned: release.Release,
     *,
     now: datetime,
+    user: str,
     effects: list[EffectEntry],
     released: list[str],
     error: str | None,
     started: float,
 ) -> audit.AuditEntry:
-    held = planned.held
     detail = planned.detail
     if error is None:
         detail += f"; released {len(released)} pod(s)"
     else:
         detail += f"; stopped after {len(released)} pod(s), the next pass completes it"
-    entry = audit.build(
-        request=None,
-        decision=None,
+    return audit.released(
         time=now,
-        latency_ms=(time.perf_counter() - started) * 1000,
-        outcome="released",
+        namespace=planned.held.namespace,
+        job=audit.job_ref(planned.held.gang),
+        zone=planned.zone,
+        user=user,
         reason=planned.reason,
         detail=detail,
         effects=effects,
+        pods=released,
+        waited_seconds=planned.waited_seconds,
+        latency_ms=(time.perf_counter() - started) * 1000,
         error=error,
     )
-    entry["namespace"] = held.namespace
-    entry["zone"] = planned.zone
-    entry["job"] = audit.job_ref(held.gang)
-    entry["action"] = "release"
-    entry["result"] = "released" if error is None else f"failed: {error}"
-    entry["pods"] = released
-    entry["waitedSeconds"] = round(planned.waited_seconds, 1)
-    return entry
 
 
 def _held_entry(wait: release.Wait, now: datetime) -> audit.AuditEntry:
-    entry = audit.build(
-        request=None,
-        decision=None,
+    return audit.held(
         time=now,
-        latency_ms=0.0,
-        outcome="held",
+        namespace=wait.held.namespace,
+        job=audit.job_ref(wait.held.gang),
         reason="too-big" if wait.too_big else labels.HELD,
         detail=wait.why,
+        result=f"position {wait.position}" if wait.position else "not ready",
+        pods=[p.name for p in wait.held.held],
+        waited_seconds=wait.held.waited(now),
     )
-    entry["namespace"] = wait.held.namespace
-    entry["job"] = audit.job_ref(wait.held.gang)
-    entry["action"] = "wait"
-    entry["result"] = f"position {wait.position}" if wait.position else "not ready"
-    entry["pods"] = [p.name for p in wait.held.held]
-    entry["waitedSeconds"] = round(wait.held.waited(now), 1)
-    return entry

@@ -37,7 +37,7 @@ import uvicorn
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
-from webhook.core import adapters, audit, labels, reviews
+from webhook.core import adapters, audit, labels, reconcile, reviews
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
 from webhook.kube import cache, client, errors, leader, protocols
@@ -553,7 +553,7 @@ def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
         api=objects,
         settings=settings,
         sink=parts.trail,
-        tuning=reconciler.Tuning.from_settings(settings),
+        tuning=reconcile.Tuning.from_settings(settings),
         is_leader=lambda: elector.is_leader,
         observe=parts.recorder.observe,
         meter=parts.meter,
