@@ -56,10 +56,18 @@ from webhook.core import (
 )
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj, owner_references, parse_time
+from webhook.core.objects import (
+    Obj,
+    annotations_of,
+    labels_of,
+    metadata_of,
+    namespace_of,
+    owner_references,
+    parse_time,
+)
 from webhook.core.policies import Manifest
 from webhook.core.settings import Mode, PolicyScope, Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
+from webhook.core.view import TERMINAL_PHASES, View, has_gate
 
 #: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
 ORPHAN_SINCE = labels.PREFIX + "orphan-since"
@@ -111,10 +119,6 @@ class Action:
         return str(self.manifest["kind"]), str(meta.get("namespace", "")), str(meta["name"])
 
 
-def _meta(obj: Obj) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
 def _owner(obj: Obj) -> Mapping[str, Any]:
     """The job, which podium's objects name as their one (non-controller) owner."""
     return next(owner_references(obj), {})
@@ -131,15 +135,15 @@ def _majority(values: Iterable[str]) -> str | None:
 
 
 def plan(
-    view: ClusterView, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
+    view: View, settings: Settings, *, owned: Owned, now: datetime, tuning: Tuning
 ) -> list[Action]:
     """What to do about every gang that has a podium object or a pod carrying its label, decided
     from the objects, the pods carrying the gang's label and the jobs in ``view``."""
     groups: dict[tuple[str, str], list[Obj]] = collections.defaultdict(list)
     for obj in (*owned.decisions, *owned.policies):
-        gang = (_meta(obj).get("labels") or {}).get(labels.JOB)
+        gang = labels_of(obj).get(labels.JOB)
         if gang:
-            groups[(str(_meta(obj).get("namespace") or ""), str(gang))].append(obj)
+            groups[(namespace_of(obj), str(gang))].append(obj)
     for namespace, gang in view.gangs():  # pods of a gang whose record and policy are both gone
         groups.setdefault((namespace, gang), [])
     actions: list[Action] = []
@@ -148,7 +152,7 @@ def plan(
     return actions + plan_labels(view, settings)
 
 
-def split_gangs(view: ClusterView) -> list[tuple[str, str]]:
+def split_gangs(view: View) -> list[tuple[str, str]]:
     """The gangs podium admitted (pods carrying ``podium.dev/job``) whose running pods are bound
     to nodes in more than one zone: what podium exists to prevent (a pod admitted while podium
     was down or failing open, or skipped)."""
@@ -166,7 +170,7 @@ def split_gangs(view: ClusterView) -> list[tuple[str, str]]:
     return split
 
 
-def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
+def plan_labels(view: View, settings: Settings) -> list[Action]:
     """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
     controller chain disowns (``updates.disowned_label``)."""
     actions: list[Action] = []
@@ -177,7 +181,7 @@ def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
             why = updates.disowned_label(pod, namespace, view)
             if why is None:
                 continue
-            meta = _meta(pod)
+            meta = metadata_of(pod)
             actions.append(
                 Action(
                     verb="unlabel",
@@ -192,14 +196,14 @@ def plan_labels(view: ClusterView, settings: Settings) -> list[Action]:
     return actions
 
 
-def _opted_in(view: ClusterView, settings: Settings, namespace: str) -> bool:
+def _opted_in(view: View, settings: Settings, namespace: str) -> bool:
     """podium enforces in the namespace: in shadow mode it labels no pod, so none to check."""
-    ns_labels = (_meta(view.namespace(namespace) or {}).get("labels")) or {}
+    ns_labels = labels_of(view.namespace(namespace))
     return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
 
 
 def _plan_gang(
-    view: ClusterView,
+    view: View,
     settings: Settings,
     namespace: str,
     gang: str,
@@ -218,7 +222,7 @@ def _plan_gang(
             return []
         uid, owner = found.owner.uid, found.owner.as_owner_reference()
     job = view.by_uid(uid) if uid else None
-    if job is not None and _meta(job).get("namespace") != namespace:
+    if job is not None and metadata_of(job).get("namespace") != namespace:
         job = None
 
     def act(
@@ -270,7 +274,7 @@ def _scope(
         return PolicyScope.JOB, False
     record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
     recorded = records.parse_record(record) if record is not None else None
-    reasons = (str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members)
+    reasons = (str(annotations_of(p).get(labels.REASON) or "") for p in members)
     if (recorded.reason if recorded else _majority(reasons)) == release.TOO_BIG_SPREAD:
         return PolicyScope.JOB, True
     return settings.policy_scope, settings.policy_scope is PolicyScope.ZONE
@@ -296,7 +300,7 @@ def _adopted(
             _annotate(obj, None),
         )
         for obj in objects
-        if ORPHAN_SINCE in (_meta(obj).get("annotations") or {})
+        if ORPHAN_SINCE in annotations_of(obj)
     ]
 
 
@@ -313,12 +317,8 @@ def _decision_of(
     recorded = records.parse_record(record) if record is not None else None
     if recorded is not None:
         return recorded.zone, recorded.chooser, None
-    record_zone = _majority(
-        str((_meta(p).get("annotations") or {}).get(labels.ZONE) or "") for p in members
-    )
-    first_reason = _majority(
-        str((_meta(p).get("annotations") or {}).get(labels.REASON) or "") for p in members
-    )
+    record_zone = _majority(str(annotations_of(p).get(labels.ZONE) or "") for p in members)
+    first_reason = _majority(str(annotations_of(p).get(labels.REASON) or "") for p in members)
     # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
     # record they had said zoneChooser scheduler and no zone, and so must the new one.
     scheduled = first_reason == podgroups.REASON
@@ -336,11 +336,11 @@ def _decision_of(
 
 
 def _zone_of(pod: Obj) -> str | None:
-    return ((_meta(pod).get("labels") or {}).get(labels.ZONE)) or None
+    return labels_of(pod).get(labels.ZONE) or None
 
 
 def _plan_policies(
-    view: ClusterView,
+    view: View,
     settings: Settings,
     namespace: str,
     gang: Gang,
@@ -369,7 +369,7 @@ def _plan_policies(
         record_zone=record_zone,
     )
     existing = {
-        str(_meta(o).get("name")): o
+        str(metadata_of(o).get("name")): o
         for o in objects
         if (o.get("apiVersion"), o.get("kind")) == kind
     }
@@ -388,7 +388,7 @@ def _plan_policies(
 
 
 def _zone_labels(
-    view: ClusterView,
+    view: View,
     namespace: str,
     members: Sequence[Obj],
     record_zone: str | None,
@@ -401,7 +401,7 @@ def _zone_labels(
     zones = {record_zone} if record_zone else set()
     waiting = 0
     for pod in members:
-        meta, spec = _meta(pod), pod.get("spec") or {}
+        meta, spec = metadata_of(pod), pod.get("spec") or {}
         if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
         have = _zone_of(pod)
@@ -438,10 +438,10 @@ def _repair(
     if have.get("spec") == want["spec"] or (was is None and scoped and waiting):
         return None
     diff = mergepatch.diff(have.get("spec") or {}, want["spec"])
-    head: dict[str, Any] = {"resourceVersion": _meta(have).get("resourceVersion")}
-    if (_meta(have).get("labels") or {}) != want["metadata"]["labels"]:
+    head: dict[str, Any] = {"resourceVersion": metadata_of(have).get("resourceVersion")}
+    if (metadata_of(have).get("labels") or {}) != want["metadata"]["labels"]:
         head["labels"] = mergepatch.diff(
-            _meta(have).get("labels") or {}, want["metadata"]["labels"]
+            metadata_of(have).get("labels") or {}, want["metadata"]["labels"]
         )
     reason, detail = (
         ("policy-scope", f"scoped to the gang's pods in {scoped}" if scoped else "job-wide")
@@ -451,7 +451,7 @@ def _repair(
     return act("repair", reason, detail, dict(have), {"metadata": head, "spec": diff})
 
 
-def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: ClusterView) -> Gang | None:
+def _gang_of(members: Sequence[Obj], namespace: str, gang: str, view: View) -> Gang | None:
     for pod in members:
         found = adapters.recognise(pod, namespace, view)
         if found is not None and found.key == gang:
@@ -463,7 +463,7 @@ def _annotate(obj: Obj, value: str | None) -> Manifest:
     """Set (or with None remove) the orphan mark, unless the object changed since it was read."""
     return {
         "metadata": {
-            "resourceVersion": _meta(obj).get("resourceVersion"),
+            "resourceVersion": metadata_of(obj).get("resourceVersion"),
             "annotations": {ORPHAN_SINCE: value},
         }
     }
@@ -477,7 +477,7 @@ def _orphan(
     tuning: Tuning,
     act: Callable[[Verb, str, str, Manifest, Manifest | None], Action],
 ) -> Action | None:
-    meta = _meta(obj)
+    meta = metadata_of(obj)
     since = parse_time((meta.get("annotations") or {}).get(ORPHAN_SINCE))
     if since is not None:
         if (now - since).total_seconds() >= tuning.grace_seconds:

@@ -54,7 +54,7 @@ import jsonpointer
 import orjson
 
 from webhook.core import mergepatch
-from webhook.core.objects import Obj, ObjectKey, group_of, key_of
+from webhook.core.objects import Obj, ObjectKey, group_of, key_of, metadata_of
 from webhook.core.policies import Manifest
 from webhook.kube import errors
 from webhook.kube.protocols import JsonPatch, Page, Resource, WatchEvent, WatchStream
@@ -83,7 +83,7 @@ def _now() -> str:
 def _selected(obj: Obj, selector: str | None, fields: str | None = None) -> bool:
     """Whether ``obj``'s labels match ``selector`` (``k=v`` terms, all of them), and its
     metadata the field selector ``fields`` (``metadata.name=…``, ``metadata.namespace=…``)."""
-    meta = obj.get("metadata") or {}
+    meta = metadata_of(obj)
     for term in (fields or "").split(",") if fields else ():
         path, sep, value = term.partition("=")
         field = path.strip().removeprefix("metadata.")
@@ -273,7 +273,7 @@ class Store:
     def replace(self, manifest: Manifest) -> Obj:
         key = key_of(manifest)
         with self.lock:
-            stored = self._guard(key, (manifest.get("metadata") or {}).get("resourceVersion"))
+            stored = self._guard(key, metadata_of(manifest).get("resourceVersion"))
             doc = _copy(manifest)
             doc["metadata"]["uid"] = stored["metadata"].get("uid")
             doc["metadata"]["creationTimestamp"] = stored["metadata"].get("creationTimestamp")
@@ -281,7 +281,7 @@ class Store:
 
     def merge_patch(self, key: ObjectKey, patch: Manifest) -> Obj:
         with self.lock:
-            stored = self._guard(key, (patch.get("metadata") or {}).get("resourceVersion"))
+            stored = self._guard(key, metadata_of(patch).get("resourceVersion"))
             return self._write(key, _copy(mergepatch.apply(stored, patch)))
 
     def json_patch(self, key: ObjectKey, patch: JsonPatch) -> Obj:

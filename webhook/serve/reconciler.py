@@ -26,7 +26,7 @@ from typing import Any
 
 from webhook.core import audit, labels, policies
 from webhook.core.audit import EffectOutcome
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, metadata_of
 from webhook.core.reconcile import Action, Owned, Tuning, plan, split_gangs
 from webhook.core.settings import PolicyMode
 from webhook.kube import errors
@@ -127,7 +127,7 @@ class Reconciler(loops.LeaderPass):
             )
         except errors.NotFound:
             return False
-        return bool((job.get("metadata") or {}).get("uid") == owner.get("uid"))
+        return bool(metadata_of(job).get("uid") == owner.get("uid"))
 
     def _audit(
         self,

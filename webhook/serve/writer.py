@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from webhook.core.audit import EffectEntry, EffectOutcome
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, metadata_of
 from webhook.core.policies import Manifest
 from webhook.kube import errors
 from webhook.kube.protocols import Api, Objects
@@ -107,7 +107,7 @@ async def create_or_replace(
     if guard is not None:
         await guard(existing)
     meta = manifest["metadata"]
-    version = (existing.get("metadata") or {}).get("resourceVersion")
+    version = metadata_of(existing).get("resourceVersion")
     await api.replace({**manifest, "metadata": {**meta, "resourceVersion": version}})
     return Written.of(manifest, EffectOutcome.REPLACED)
 
