@@ -50,14 +50,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, engine, labels, policies, release
+from webhook.core import adapters, engine, labels, policies, policyjudge, release
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import Obj, group_of, parse_time
 from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import cache, errors, leader
-from webhook.ops import policyjudge
 
 if TYPE_CHECKING:
     from webhook.kube import protocols
