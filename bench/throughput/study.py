@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.report import machine
 from bench.throughput import report, scale, servers, workload
-from webhook.ops import certs
+from webhook import certs
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = Path(__file__).with_name("load.lua")

@@ -1,0 +1,1 @@
+"""Tests for ``webhook.certs``, one module per module, and for ``podium certs``."""
