@@ -6,10 +6,18 @@ it is exposed."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from bench.latency import burst, report
+import httpx
+import pytest
+import yaml
+
+from bench.latency import burst, noop, report
+from bench.report import MISSING
+from bench.throughput import servers
+from testbed.podium import WEBHOOK_MANIFEST, Podium
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
@@ -95,3 +103,152 @@ def test_writes_count_podiums_not_the_bench_nor_the_control_plane() -> None:
         "create configmaps 201": 1,
         "patch pods 201": 1,
     }
+
+
+# --- the no-op arm: the floor any webhook pays, wired as podium is (no cluster here) ---------
+
+
+class FakeCluster:
+    """What `Podium` and the no-op read of a cluster before anything is started."""
+
+    kubeconfig = Path("/nonexistent/kubeconfig")
+    ca_bundle = "Q0E="
+    ca_file = Path("/nonexistent/ca.crt")
+
+    def issue_certificate(self, name: str, *, directory: Path, **_: Any) -> tuple[Path, Path]:
+        directory.mkdir(parents=True, exist_ok=True)
+        cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+        cert.write_bytes(b"CERT " + str(directory).encode())
+        key.write_bytes(b"KEY " + str(directory).encode())
+        return cert, key
+
+
+def _review(uid: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "namespace": namespace,
+            "operation": "CREATE",
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+        },
+    }
+
+
+async def test_the_noop_allows_without_a_patch_under_each_reviews_uid_and_lists_them() -> None:
+    app = servers.noop_app()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://127.0.0.1") as client:
+        answers = [
+            (await client.post(servers.NOOP_PATH, json=_review(uid, "burst-noop"))).json()
+            for uid in ("uid-1", "uid-2")
+        ]
+        listed = (await client.get("/answered")).json()
+    assert answers == [
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": r}
+        for r in ({"uid": "uid-1", "allowed": True}, {"uid": "uid-2", "allowed": True})
+    ]
+    assert listed == [
+        {"namespace": "burst-noop", "requestUID": "uid-1"},
+        {"namespace": "burst-noop", "requestUID": "uid-2"},
+    ]
+
+
+def test_the_noop_is_registered_with_podiums_configuration_but_its_own_url(
+    tmp_path: Path,
+) -> None:
+    cluster: Any = FakeCluster()
+    hook = noop.NoOpWebhook(cluster, tmp_path / "noop")
+    podium = Podium(cluster, tmp_path / "podium", chart_rbac=None)
+    mine, podiums = hook.webhook_configuration(), podium.webhook_configuration()
+    shipped = yaml.safe_load(WEBHOOK_MANIFEST.read_text())
+    assert [h.pop("clientConfig") for h in mine["webhooks"]] == [
+        {"url": f"https://127.0.0.1:{hook.port}{servers.NOOP_PATH}", "caBundle": "Q0E="}
+    ]
+    assert [h.pop("clientConfig")["url"] for h in podiums["webhooks"]] == [f"{podium.url}/mutate"]
+    assert mine == podiums
+    for hook_config, shipped_hook in zip(mine["webhooks"], shipped["webhooks"], strict=True):
+        for field in (
+            "name",
+            "rules",
+            "namespaceSelector",
+            "matchConditions",
+            "timeoutSeconds",
+            "failurePolicy",
+            "sideEffects",
+        ):
+            assert hook_config[field] == shipped_hook[field], field
+
+
+def test_the_noop_serves_the_certificate_issued_for_it_through_the_bench_server(
+    tmp_path: Path,
+) -> None:
+    cluster: Any = FakeCluster()
+    hook = noop.NoOpWebhook(cluster, tmp_path)
+    assert hook.command() == [
+        sys.executable,
+        "-m",
+        "bench.throughput.servers",
+        "noop",
+        "--port",
+        str(hook.port),
+        "--certs",
+        str(tmp_path / "tls"),
+    ]
+    assert servers.Kind("noop") == "noop"
+    assert (tmp_path / "tls" / "tls.crt").read_bytes() == hook.cert.read_bytes()
+    assert (tmp_path / "tls" / "tls.key").read_bytes() == hook.key.read_bytes()
+
+
+def test_each_arm_gets_its_webhook_and_the_floor_runs_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster: Any = FakeCluster()
+    started: list[tuple[Path, str | None]] = []
+
+    def podium(_cluster: Any, work_dir: Path, *, config: str | None = None) -> str:
+        started.append((work_dir, config))
+        return "podium"
+
+    assert burst.ARMS == ("noop", "hold", "pin")
+    assert isinstance(burst.webhook(cluster, tmp_path / "noop", "noop"), noop.NoOpWebhook)
+    monkeypatch.setattr(burst, "Podium", podium)
+    assert burst.webhook(cluster, tmp_path / "hold", "hold") == "podium"
+    assert started == [(tmp_path / "hold", "zone-chooser: hold\n")]
+    with pytest.raises(ValueError, match="no such arm"):
+        burst.webhook(cluster, tmp_path, "kopf")
+
+
+def _run(mode: str, mean_ms: float) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "pods": 8,
+        "seconds": 1.0,
+        "load_before": [1.0, 1.0, 1.0],
+        "load_after": [1.0, 1.0, 1.0],
+        "histogram": {"buckets": {"0.005": 2, "+Inf": 8}, "count": 8, "sum": mean_ms * 8 / 1000},
+        "outcomes": {"allowed" if mode == "noop" else "held": 8},
+        "writes": {},
+        "held_effects": 0,
+    }
+
+
+def test_each_mode_is_read_as_a_multiple_of_the_noops_mean() -> None:
+    results = {
+        "machine": {"cpus": 2, "python": "3.11"},
+        "spec": {"gangs": 1, "pods": 8, "gpus": 1, "threads": 1},
+        "zones": {"zone-a": 1},
+        "runs": [_run("noop", 4.0), _run("hold", 5.0), _run("pin", 10.0)],
+    }
+    assert report.floor_ms(results["runs"]) == 4.0
+    rows: dict[str, str] = {}
+    for line in report.markdown(results).splitlines():  # the first table: the buckets follow
+        rows.setdefault(line.split(" | ")[0], line)
+    assert "| 4.00 | 1.00× |" in rows["| noop"]
+    assert "| 5.00 | 1.25× |" in rows["| hold"]
+    assert "| 10.00 | 2.50× |" in rows["| pin"]
+    assert "8 allowed" in rows["| noop"]
+    # a run without the no-op arm (older results) says so rather than guess
+    assert report.floor_ms(results["runs"][1:]) is None
+    assert report.times(5.0, None) == report.times(None, 4.0) == MISSING

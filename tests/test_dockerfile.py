@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.ops import certs
+from webhook import certs
 from webhook.serve import tls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,7 +306,7 @@ def build_context(destination: Path) -> list[str]:
     [
         ("pyproject.toml", True),
         ("README.md", True),
-        ("webhook/ops/certs/rotation.py", True),
+        ("webhook/certs/rotation.py", True),
         ("webhook/core/adapters/__init__.py", True),
         ("webhook/__pycache__/certs.cpython-311.pyc", False),
         ("webhook/core/adapters/__pycache__/x.pyc", False),
@@ -314,7 +314,7 @@ def build_context(destination: Path) -> list[str]:
         ("certs/ca-key.pem", False),
         (".git/config", False),
         (".venv/bin/python", False),
-        ("tests/ops/certs/test_rotation.py", False),
+        ("tests/certs/test_rotation.py", False),
         ("Dockerfile", False),
     ],
 )
@@ -419,7 +419,7 @@ def test_the_installed_image_imports_podium(image: Path) -> None:
         [
             str(image / "python"),
             "-c",
-            "import webhook, webhook.ops.certs, webhook.serve.tls; print('ok')",
+            "import webhook, webhook.certs, webhook.serve.tls; print('ok')",
         ],
         capture_output=True,
         text=True,
@@ -436,7 +436,7 @@ def test_the_image_carries_compiled_bytecode(image: Path) -> None:
     # so without .pyc files from the install every start would compile the Kubernetes client.
     site = next((image.parent / "lib").glob("python3.11/site-packages"))
     for module in (
-        "webhook/ops/certs/rotation",
+        "webhook/certs/rotation",
         "webhook/serve/tls",
         "kubernetes/client/api_client",
     ):

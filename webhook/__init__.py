@@ -8,6 +8,9 @@ Four floors, each importing only the ones below it (``[tool.importlinter]`` in p
 * ``webhook.serve`` — the running webhook: server, admission, effects, audit, events, metrics,
   reconciler, TLS;
 * ``webhook.ops`` — the commands people run: cli, offline review, audit viewer, doctor, certs.
+
+Beside them, ``webhook.certs`` — issuing and rotating the serving certificates — imports none of
+the four (nor any Kubernetes client, web framework or terminal UI).
 """
 
 __version__ = "0.1.0"

@@ -1,17 +1,24 @@
-"""One burst per mode on the real local control plane (``testbed.controlplane.LocalCluster``,
-``podium serve`` as a process beside it): ``GANGS`` PyTorchJobs of ``PODS`` pods each asking
-``GPUS`` GPU, created first, then all their pods at once from ``THREADS`` client threads, into a
-namespace opted in to podium. The cluster has 3 zones of one 8-GPU KWOK node, each node taken
-whole by a filler pod bound to it in a namespace podium does not serve: a gang (8 GPUs) fits an
-empty zone but no zone has room. With ``zone-chooser: hold`` every pod is held; with the immediate
-pin every gang's first pod writes its record and policy and the rest follow it. No room is the
-fair case: it is what the hold exists for, and with room the releaser's ungating patches (UPDATE
-admissions with their own latency) would run during the burst in one mode only.
+"""One burst per arm on the real local control plane (``testbed.controlplane.LocalCluster``,
+``podium serve`` as a process beside it, or the no-op webhook): ``GANGS`` PyTorchJobs of
+``PODS`` pods each asking ``GPUS`` GPU, created first, then all their pods at once from
+``THREADS`` client threads, into a namespace opted in to podium. The cluster has 3 zones of one
+8-GPU KWOK node, each node taken whole by a filler pod bound to it in a namespace podium does not
+serve: a gang (8 GPUs) fits an empty zone but no zone has room. With ``zone-chooser: hold`` every
+pod is held; with the immediate pin every gang's first pod writes its record and policy and the
+rest follow it. No room is the fair case: it is what the hold exists for, and with room the
+releaser's ungating patches (UPDATE admissions with their own latency) would run during the
+burst in one mode only.
 
-Read afterwards, per mode: the apiserver's own histogram (`METRIC`) for podium's webhook (what
-the burst added, every bucket), podium's audit outcomes, and from the apiserver's audit log every
-write in the namespace other than the bench's own creations and kube-scheduler's (podium's records,
-policies and pod patches: what a held admission must not cause).
+The no-op arm (`NOOP`, ``bench.latency.noop``) runs first: a webhook that answers every review
+``allowed`` with no patch, on the same TLS and registered with the same configuration, on the
+same cluster in the same run — the floor any webhook pays here, for podium's modes to be read
+against.
+
+Read afterwards, per arm: the apiserver's own histogram (`METRIC`) for the webhook (what the
+burst added, every bucket), podium's audit outcomes (the no-op's: the reviews it answered), and
+from the apiserver's audit log every write in the namespace other than the bench's own creations
+and kube-scheduler's (podium's records, policies and pod patches: what a held admission must not
+cause).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.latency import report
+from bench.latency import noop, report
 from bench.placement import runner, trace
 from bench.report import machine
 from testbed.build import controlplane_bin_dir
@@ -47,6 +54,10 @@ CRDS = ("kubeflow.org_pytorchjobs.yaml", "cilium.io_ciliumnetworkpolicies.yaml")
 #: The two modes, as podium.yaml's ``zone-chooser`` names them (``pin``: the immediate pin, once
 #: called ``podium``; podium reads both).
 MODES = ("hold", "pin")
+#: The no-op webhook's arm; `ARMS`: what one run bursts, in order (the floor first, on the
+#: freshest cluster).
+NOOP = report.NOOP
+ARMS = (NOOP, *MODES)
 #: Writes the bench itself makes in the namespace: its jobs and its pods.
 OWN_WRITES = {("create", "pytorchjobs"), ("create", "pods")}
 #: User agents of the control plane's own components.
@@ -128,10 +139,20 @@ def _writes(events: list[dict[str, Any]], namespace: str, since: int) -> Counter
     return out
 
 
+def webhook(cluster: LocalCluster, work_dir: Path, arm: str) -> Podium:
+    """The webhook of one arm: podium with ``zone-chooser: <arm>``, or the no-op; each set up
+    and registered by `Podium`'s code (same certificate, configuration and probes)."""
+    if arm == NOOP:
+        return noop.NoOpWebhook(cluster, work_dir)
+    if arm not in MODES:
+        raise ValueError(f"no such arm {arm!r}: {', '.join(ARMS)}")
+    return Podium(cluster, work_dir, config=f"zone-chooser: {arm}\n")
+
+
 def burst(cluster: LocalCluster, work_dir: Path, mode: str, spec: Spec) -> dict[str, Any]:
-    """One mode's burst on ``cluster``: podium started with ``zone-chooser: mode``, its jobs,
-    then every pod at once; what the apiserver measured and what was written."""
-    server = Podium(cluster, work_dir / mode, config=f"zone-chooser: {mode}\n")
+    """One arm's burst on ``cluster``: its webhook started and registered, the jobs, then every
+    pod at once; what the apiserver measured and what was written."""
+    server = webhook(cluster, work_dir / mode, mode)
     with serving(server, unregister=True), opted_in_namespace(cluster, f"burst-{mode}") as ns:
         jobs = _jobs(spec)
         created = [
@@ -164,7 +185,7 @@ def burst(cluster: LocalCluster, work_dir: Path, mode: str, spec: Spec) -> dict[
         outcomes = Counter(str(r.get("outcome", "?")) for r in admitted)
         held_effects = sum(len(r.get("effects") or []) for r in admitted if r["outcome"] == "held")
         writes = _writes(cluster.audit_events(), ns, audited)
-        podium_metrics = server.get("/metrics")
+        podium_metrics = None if mode == NOOP else server.get("/metrics")
     return {
         "mode": mode,
         "pods": len(pods),
@@ -175,7 +196,11 @@ def burst(cluster: LocalCluster, work_dir: Path, mode: str, spec: Spec) -> dict[
         "outcomes": dict(outcomes),
         "writes": dict(writes),
         "held_effects": held_effects,
-        "podium_policies_created": _podium_counter(podium_metrics, "podium_policies_created"),
+        "podium_policies_created": (
+            None
+            if podium_metrics is None
+            else _podium_counter(podium_metrics, "podium_policies_created")
+        ),
     }
 
 
@@ -228,8 +253,8 @@ def local_cluster(work_dir: Path) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def run(work_dir: Path, spec: Spec = Spec(), modes: tuple[str, ...] = MODES) -> dict[str, Any]:
-    """Every mode's burst, one after the other on one control plane."""
+def run(work_dir: Path, spec: Spec = Spec(), modes: tuple[str, ...] = ARMS) -> dict[str, Any]:
+    """Every arm's burst, one after the other on one control plane."""
     with local_cluster(work_dir) as cluster:
         results = [burst(cluster, work_dir / uuid.uuid4().hex[:6], mode, spec) for mode in modes]
     return {
@@ -261,7 +286,7 @@ def report_only(out: Path) -> int:
 
 
 def study(out: Path, work: Path | None, spec: Spec) -> int:
-    """Run both bursts, keep the raw results in ``out`` and write the tables."""
+    """Run every arm's burst, keep the raw results in ``out`` and write the tables."""
     with contextlib.ExitStack() as stack:
         if work is None:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="podium-burst-")))

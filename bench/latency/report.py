@@ -1,15 +1,18 @@
 """``latency.md`` from ``latency.json`` (``bench.latency.burst``): the apiserver's histogram of
-podium's webhook in each mode's burst, side by side, and the writes each burst caused."""
+the webhook in each arm's burst (the no-op's and podium's modes), side by side, each mode's mean
+as a multiple of the no-op's, and the writes each burst caused."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.report import MISSING, Markers
 
 #: The bucket the study reports: admissions the apiserver saw answered within 5 ms.
 FAST_LE = "0.005"
+#: The arm of the no-op webhook: the floor the others are read against.
+NOOP = "noop"
 
 
 def _bound(le: str) -> float:
@@ -28,6 +31,16 @@ def share_within(histogram: Mapping[str, Any], le: str = FAST_LE) -> float | Non
 
 def mean_ms(histogram: Mapping[str, Any]) -> float | None:
     return histogram["sum"] / histogram["count"] * 1000 if histogram["count"] else None
+
+
+def floor_ms(runs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The no-op webhook's mean, ms; None when the run had no no-op arm (or it had no calls)."""
+    return next((mean_ms(run["histogram"]) for run in runs if run["mode"] == NOOP), None)
+
+
+def times(value: float | None, floor: float | None) -> str:
+    """``value`` as a multiple of ``floor``."""
+    return MISSING if value is None or not floor else f"{value / floor:.2f}×"
 
 
 def _pct(value: float | None) -> str:
@@ -53,21 +66,23 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines = [
         f"Run: {results['machine']['cpus']} CPUs, Python {results['machine']['python']}; "
         f"{spec['gangs']} PyTorchJobs × {spec['pods']} pods × {spec['gpus']} GPUs created at once "
-        f"from {spec['threads']} client threads into one opted-in namespace per mode; zones "
+        f"from {spec['threads']} client threads into one opted-in namespace per arm; zones "
         + ", ".join(f"{z} ({n} × 8 GPUs)" for z, n in results["zones"].items())
         + ": no gang fits any zone.",
         "",
-        "| mode | pods | calls | ≤ 5 ms | mean ms | burst s | outcomes | writes besides the "
-        "bench's own | writes per admission | effects of held admissions "
+        "| arm | pods | calls | ≤ 5 ms | mean ms | × no-op mean | burst s | outcomes | writes "
+        "besides the bench's own | writes per admission | effects of held admissions "
         "| load (1 min) before → after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    floor = floor_ms(runs)
     for run in runs:
         hist = run["histogram"]
         outcomes = ", ".join(f"{n} {o}" for o, n in sorted(run["outcomes"].items()))
         lines.append(
             f"| {run['mode']} | {run['pods']:,} | {hist['count']:,.0f} | "
-            f"{_pct(share_within(hist))} | {_ms(mean_ms(hist))} | {run['seconds']:.1f} | "
+            f"{_pct(share_within(hist))} | {_ms(mean_ms(hist))} | "
+            f"{times(mean_ms(hist), floor)} | {run['seconds']:.1f} | "
             f"{outcomes} | {_writes(run)} | {_per_admission(run)} | {run['held_effects']} | "
             f"{run['load_before'][0]:.1f} → {run['load_after'][0]:.1f} |"
         )
@@ -75,7 +90,7 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
         "The apiserver's buckets (cumulative share of calls, `le` in seconds):",
         "",
-        "| mode | " + " | ".join(f"≤ {le}" for le in les) + " |",
+        "| arm | " + " | ".join(f"≤ {le}" for le in les) + " |",
         "|---|" + "---|" * len(les),
     ]
     for run in runs:

@@ -1,7 +1,8 @@
 # ruff: noqa: PLC0415 - kopf and pyinstrument are bench-only: imported only where used
 """The three servers the load phases drive, each started as
 ``python -m bench.throughput.servers KIND …`` in its own process pinned to one core (the load
-generator gets the other):
+generator gets the other), and the no-op webhook the burst (``bench.latency``) registers beside
+podium:
 
 * ``podium`` — ``server.create_app`` with an ``Admitter`` over a synthetic view
   (``workload.cluster``) and ``twins.InMemoryApi`` (objects it creates are fed back into the
@@ -14,6 +15,9 @@ generator gets the other):
   ``@kopf.on.mutate`` handler, served by kopf's own ``WebhookServer`` (aiohttp, TLS) through
   ``kopf._core.engines.admission.serve_admission_request`` as the operator wires it (no cluster:
   registry, insights and memories are built here), on uvloop as ``kopf run`` uses it.
+* ``noop`` — the same bare ASGI app and uvicorn config, answering each review ``allowed`` with no
+  patch and the review's own uid (the apiserver refuses an answer for another uid): the least
+  any webhook does, and so the floor any webhook pays in the burst.
 """
 
 from __future__ import annotations
@@ -147,17 +151,65 @@ def limit_app() -> Any:
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await _lifespan(receive, send)
+            return
         more = True
         while more:
             message = await receive()
             more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+#: Where the no-op webhook answers reviews; on any other path it lists what it answered.
+NOOP_PATH = "/mutate"
+
+
+def noop_app() -> Any:
+    """A webhook that does nothing: each review on `NOOP_PATH` is answered ``allowed``, without
+    a patch, under the review's own uid. It keeps one line per answer (namespace, uid) and
+    serves them as JSON on every other path, so the burst can tell that each call reached it and
+    none failed open (the shipped configuration ignores failures)."""
+    answered: list[dict[str, str]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if scope["path"] == NOOP_PATH:
+            request = orjson.loads(body)["request"]
+            uid = request["uid"]
+            answered.append({"namespace": request.get("namespace", ""), "requestUID": uid})
+            answer = orjson.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {"uid": uid, "allowed": True},
+                }
+            )
+        else:
+            answer = orjson.dumps(answered)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(answer)).encode()),
+        ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": answer})
 
@@ -249,10 +301,11 @@ def serve_kopf(port: int, certs: Path) -> None:
         asyncio.run(main())
 
 
-#: The servers: podium, the limit, kopf, and podium cut short after each of `STAGES`.
+#: The servers: podium, the limit, kopf, podium cut short after each of `STAGES`, the no-op.
 #: (mypy reads an enum's members only from a literal list; these are built from `STAGES`.)
 Kind = enum.StrEnum(  # type: ignore[misc]
-    "Kind", [(k, k) for k in ("podium", "limit", "kopf", *(f"podium-{s}" for s in STAGES))]
+    "Kind",
+    [(k, k) for k in ("podium", "limit", "kopf", *(f"podium-{s}" for s in STAGES), "noop")],
 )
 
 cli = typer.Typer(
@@ -290,6 +343,8 @@ def main(
         serve_uvicorn(staged_app(nodes, kind.removeprefix("podium-")), port, certs, profile)
     elif kind == "limit":
         serve_uvicorn(limit_app(), port, certs, profile)
+    elif kind == "noop":
+        serve_uvicorn(noop_app(), port, certs, profile)
     else:
         serve_kopf(port, certs)
     print(f"{kind} stopped at {datetime.now(UTC).isoformat()}", file=sys.stderr)

@@ -27,7 +27,8 @@ from typing import Any
 
 from bench.report import machine
 from bench.throughput import report, scale, servers, workload
-from webhook.ops import certs
+from testbed.processes import free_port
+from webhook import certs
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = Path(__file__).with_name("load.lua")
@@ -37,12 +38,6 @@ README = "README.md"
 SERVER_CORE, LOAD_CORE = 0, 1
 CONCURRENCY = report.CONCURRENCY
 BURST = 1000
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_certs(directory: Path) -> None:
@@ -105,7 +100,7 @@ class Served:
 def serving(
     kind: str, certs_dir: Path, *, nodes: int, profile: Path | None = None
 ) -> Iterator[Served]:
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         "-m",

@@ -16,7 +16,7 @@ SIGKILL, and also runs when start-up fails midway; a component that fails to sta
 `ControlPlaneError` with the last lines of its log.
 
 The parts: `flags` (command lines, feature gates), `pki` (certificates and kubeconfig, from
-`webhook.ops.certs`), `api` (the apiserver client: the official ``kubernetes`` client),
+`webhook.certs`), `api` (the apiserver client: the official ``kubernetes`` client),
 `objects` (namespaces, fake nodes, CRDs), `layout` (where the files go).
 """
 
@@ -47,7 +47,7 @@ from testbed.controlplane.flags import (
 from testbed.controlplane.layout import Layout
 from testbed.paths import CRD_DIR, crd_files
 from testbed.processes import LOG_TAIL_LINES, StartStop, tail
-from webhook.ops import certs
+from webhook import certs
 
 __all__ = [
     "CRD_DIR",

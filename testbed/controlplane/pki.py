@@ -1,5 +1,5 @@
 """The control plane's certificates and kubeconfig, all issued by podium's own certificate code
-(`webhook.ops.certs`): a cluster CA, the apiserver's serving certificate, the admin's client
+(`webhook.certs`): a cluster CA, the apiserver's serving certificate, the admin's client
 certificate, the front-proxy CA and client, and the service-account signing key."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from testbed.controlplane.flags import SERVICE_CLUSTER_IP_RANGE
 from testbed.controlplane.layout import Layout
 from testbed.processes import HOST
-from webhook.ops import certs
+from webhook import certs
 
 __all__ = ["CERT_LIFETIME", "issue", "write_kubeconfig", "write_pair", "write_pki"]
 

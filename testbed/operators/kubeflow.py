@@ -37,7 +37,7 @@ def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
 def issue_rotator_certs(ca_name: str, dns_names: list[str]) -> WebhookCerts:
     """Certificates open-policy-agent/cert-controller's rotator keeps instead of replacing.
 
-    Why not `webhook.ops.certs` (ECDSA): the rotator reads the CA key of its Secret with
+    Why not `webhook.certs` (ECDSA): the rotator reads the CA key of its Secret with
     ``x509.ParsePKCS1PrivateKey``, which only knows RSA, and it keeps a CA only when it names
     itself as a DNS SAN. A CA it cannot read is replaced by its own, injected into the webhook
     configuration, and the serving cert it would make does not name 127.0.0.1. So this one

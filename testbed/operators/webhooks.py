@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from testbed.processes import HOST
-from webhook.ops import certs
+from webhook import certs
 
 __all__ = [
     "CA_LIFETIME",

@@ -96,7 +96,7 @@ def test_a_missing_kubeconfig_is_named_as_not_found(
     args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every command that takes --kubeconfig says the file is not there, not that it is invalid."""
-    from webhook.ops import certs  # noqa: PLC0415
+    from webhook import certs  # noqa: PLC0415
 
     certs.issue(tmp_path / "certs", service="podium", namespace="podium-system")
     monkeypatch.chdir(tmp_path)  # certs commands read ./certs

@@ -33,11 +33,12 @@ from typer.testing import CliRunner
 
 from tests.builders import PIN
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
+from webhook import certs
 from webhook.core import adapters, reviews
 from webhook.core.view import ClusterView
 from webhook.kube import cache, errors, twins
 from webhook.kube import client as kube_client
-from webhook.ops import certs, cli
+from webhook.ops import cli
 from webhook.serve import admission, audit, server, tls
 from webhook.serve.metrics import Metrics
 

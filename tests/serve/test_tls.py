@@ -24,7 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import NameOID
 
-from webhook.ops import certs
+from webhook import certs
 from webhook.serve import tls
 
 HOST = "podium.podium-system.svc"

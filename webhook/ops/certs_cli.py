@@ -1,9 +1,9 @@
 """``podium certs``: issue, rotate, inspect and hand out the webhook's serving certificates.
 
 The main CLI mounts `app` with ``add_typer(certs_cli.app, name="certs")``. The logic lives in
-`webhook.ops.certs`; this module parses options and prints. Exit codes are ``output``'s: 0 ok,
-1 a finding (a rotation step that waits for something to be done, a cluster that does not trust
-what podium serves), 2 could not run.
+`webhook.certs`, the calls to the cluster in `webhook.ops.certs_cluster`; this module parses
+options and prints. Exit codes are ``output``'s: 0 ok, 1 a finding (a rotation step that waits for
+something to be done, a cluster that does not trust what podium serves), 2 could not run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import yaml
 from cryptography import x509
 from rich.console import Console
 
-from webhook.ops import certs, output
+from webhook import certs
+from webhook.ops import certs_cluster, output
 
 app = typer.Typer(
     name="certs",
@@ -462,7 +463,7 @@ def inject(
         _fail(error)
     with api_client:
         try:
-            certs.apply_ca_bundle(api_client, name, bundle, webhook_names=webhooks)
+            certs_cluster.apply_ca_bundle(api_client, name, bundle, webhook_names=webhooks)
         except client.ApiException as error:
             if error.status == 404:
                 _fail(f"MutatingWebhookConfiguration {name} does not exist (pass --name)")
@@ -495,7 +496,7 @@ def _read_cluster(
         _fail(f"{error}{hint}")
     with api_client:
         try:
-            return certs.read_cluster(
+            return certs_cluster.read_cluster(
                 api_client,
                 name=name,
                 webhook_names=tuple(webhook or certs.WEBHOOK_NAMES),

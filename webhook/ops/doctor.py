@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, labels, policies, release, updates
+from webhook.core import adapters, labels, policies, policyjudge, release, updates
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import (
@@ -65,7 +65,6 @@ from webhook.core.objects import (
 from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, View, has_gate
 from webhook.kube import cache, errors, leader
-from webhook.ops import policyjudge
 
 if TYPE_CHECKING:
     from webhook.kube import protocols

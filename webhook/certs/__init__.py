@@ -13,8 +13,8 @@ served any more::
     3     B               -             B               B    A's leaves are gone: drop A
 
 Leaf renewals happen at any step, signed by whichever CA signs at that step. Between two steps the
-caller must inject ``ca-bundle.pem`` into the webhook configuration (`apply_ca_bundle`) and give
-every replica time to reload (`webhook.serve.tls.CertReloader`).
+caller must inject ``ca-bundle.pem`` into the webhook configuration (``podium certs inject``) and
+give every replica time to reload (`webhook.serve.tls.CertReloader`).
 
 Nothing relies on the caller doing that in time. Two steps are *gated*, so that running ``rotate``
 every minute (as a cron job may) is as safe as running it daily:
@@ -33,7 +33,7 @@ out); `apply_rotation` carries it out in memory and `write_state` puts it on dis
 where every prefix is safe: a new CA reaches the bundle before a leaf it signs, each file is
 replaced atomically.
 
-The package, by concern (``from webhook.ops import certs`` then ``certs.X`` for any of them):
+The package, by concern (``from webhook import certs`` then ``certs.X`` for any of them):
 
 * ``errors``: ``CertError`` and what derives from it;
 * ``keys``: ``KeyPair``, PEM in and out, ``is_signed_by``;
@@ -42,30 +42,33 @@ The package, by concern (``from webhook.ops import certs`` then ``certs.X`` for 
 * ``renewal``: when a certificate is due (``needs_renewal``), ``summarize``;
 * ``state``: the state directory (``load_state``, ``write_state``, ``issue`` a fresh one);
 * ``rotation``: ``plan_rotation``, ``apply_rotation``, ``rotate``;
-* ``cluster``: the Secret, the webhook's ``caBundle``, ``read_cluster``.
+* ``cluster``: the Secret, the webhook's ``caBundle`` patch, ``ClusterCerts`` (what was read back).
+
+A floor of its own (``pyproject.toml``): it imports no other part of podium and no Kubernetes
+client, so ``podium certs``, the test bed (its control plane, the operators' webhooks) and the
+benchmarks all issue through it. Reading and applying against a cluster is
+``webhook.ops.certs_cluster``.
 """
 
 from __future__ import annotations
 
-from webhook.ops.certs.cluster import (
+from webhook.certs.cluster import (
     FIELD_MANAGER,
     SECRET_NAME,
     SECRET_NAMESPACE,
     WEBHOOK_CONFIG,
     WEBHOOK_NAMES,
     ClusterCerts,
-    apply_ca_bundle,
     ca_bundle_patch,
-    read_cluster,
     secret_manifest,
 )
-from webhook.ops.certs.errors import (
+from webhook.certs.errors import (
     CertError,
     CertStateError,
     ClusterReadError,
     InvalidSANError,
 )
-from webhook.ops.certs.issuing import (
+from webhook.certs.issuing import (
     CLOCK_SKEW,
     DEFAULT_CA_LIFETIME,
     DEFAULT_CA_NAME,
@@ -76,7 +79,7 @@ from webhook.ops.certs.issuing import (
     issued_at,
     reissue_serving,
 )
-from webhook.ops.certs.keys import (
+from webhook.certs.keys import (
     KeyPair,
     cert_to_pem,
     certs_from_pem,
@@ -86,21 +89,21 @@ from webhook.ops.certs.keys import (
     key_to_pem,
     load_pair,
 )
-from webhook.ops.certs.names import (
+from webhook.certs.names import (
     DEFAULT_CLUSTER_DOMAIN,
     parse_san,
     parse_sans,
     san_strings,
     serving_names,
 )
-from webhook.ops.certs.renewal import (
+from webhook.certs.renewal import (
     RENEW_AT,
     CertSummary,
     needs_renewal,
     renewal_time,
     summarize,
 )
-from webhook.ops.certs.rotation import (
+from webhook.certs.rotation import (
     DEFAULT_MIN_OVERLAP,
     Action,
     ClusterTrust,
@@ -113,7 +116,7 @@ from webhook.ops.certs.rotation import (
     rotate_state,
     staged_at,
 )
-from webhook.ops.certs.state import (
+from webhook.certs.state import (
     BUNDLE,
     CA_CERT,
     CA_KEY,
@@ -165,7 +168,6 @@ __all__ = [
     "KeyPair",
     "Plan",
     "Rotation",
-    "apply_ca_bundle",
     "apply_rotation",
     "atomic_write",
     "ca_bundle_patch",
@@ -186,7 +188,6 @@ __all__ = [
     "parse_san",
     "parse_sans",
     "plan_rotation",
-    "read_cluster",
     "reissue_serving",
     "renewal_time",
     "rotate",

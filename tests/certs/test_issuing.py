@@ -1,4 +1,4 @@
-"""``webhook.ops.certs.issuing``: a CA and the serving leaves it signs."""
+"""``webhook.certs.issuing``: a CA and the serving leaves it signs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.ops.certs.support import DAY, T0, common_name, ext
-from webhook.ops import certs
+from tests.certs.support import DAY, T0, common_name, ext
+from webhook import certs
 
 
 class TestIssueCA:

@@ -15,7 +15,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from webhook.ops import certs
+from webhook import certs
 
 DAY = datetime.timedelta(days=1)
 

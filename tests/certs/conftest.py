@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.ops.certs.support import DAY, T0, FakeApiServer
-from webhook.ops import certs
+from tests.certs.support import DAY, T0, FakeApiServer
+from webhook import certs
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""``webhook.ops.certs.renewal``: when a certificate is due."""
+"""``webhook.certs.renewal``: when a certificate is due."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
-from tests.ops.certs.support import DAY, T0
-from webhook.ops import certs
+from tests.certs.support import DAY, T0
+from webhook import certs
 
 
 class TestRenewalTiming:

@@ -1,4 +1,4 @@
-"""Cilium's policy semantics as ``podium doctor`` judges them (webhook/ops/policyjudge.py): the
+"""Cilium's policy semantics as ``podium doctor`` judges them (webhook/core/policyjudge.py): the
 selectors, identities and label filter, ports, and a job's traffic. That they agree with Cilium's
 own engine is tests/cilium/test_doctor_agrees.py (it needs the oracle)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests.builders import PodBuilder, namespace
 from tests.scenarios import NS
-from webhook.ops import policyjudge as pj
+from webhook.core import policyjudge as pj
 
 SELECTORS = [
     ({}, {"app": "x"}, True),

@@ -10,9 +10,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.ops.certs.errors import CertStateError
-from webhook.ops.certs.keys import KeyPair
-from webhook.ops.certs.names import DEFAULT_CLUSTER_DOMAIN, parse_sans, serving_names
+from webhook.certs.errors import CertStateError
+from webhook.certs.keys import KeyPair
+from webhook.certs.names import DEFAULT_CLUSTER_DOMAIN, parse_sans, serving_names
 
 DEFAULT_CA_LIFETIME = datetime.timedelta(days=730)
 DEFAULT_LEAF_LIFETIME = datetime.timedelta(days=90)

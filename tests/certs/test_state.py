@@ -1,4 +1,4 @@
-"""``webhook.ops.certs.state``: the state directory on disk."""
+"""``webhook.certs.state``: the state directory on disk."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.certs.support import T0, common_name, mode
-from webhook.ops import certs
+from tests.certs.support import T0, common_name, mode
+from webhook import certs
 
 
 class TestFiles:

@@ -1,6 +1,6 @@
 """One rotation step: ``plan_rotation`` decides (pure), ``apply_rotation`` carries it out in
 memory, ``rotate`` does both on a state directory. The steps and their gates are drawn in the
-package's docstring (``webhook.ops.certs``)."""
+package's docstring (``webhook.certs``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from webhook.ops.certs import issuing
-from webhook.ops.certs.issuing import (
+from webhook.certs import issuing
+from webhook.certs.issuing import (
     DEFAULT_CA_LIFETIME,
     DEFAULT_CA_NAME,
     DEFAULT_LEAF_LIFETIME,
@@ -22,9 +22,9 @@ from webhook.ops.certs.issuing import (
     issued_at,
     reissue_serving,
 )
-from webhook.ops.certs.keys import is_signed_by
-from webhook.ops.certs.renewal import needs_renewal
-from webhook.ops.certs.state import CertState, load_state, write_state
+from webhook.certs.keys import is_signed_by
+from webhook.certs.renewal import needs_renewal
+from webhook.certs.state import CertState, load_state, write_state
 
 #: How long a staged CA must be trusted before it signs (when the cluster is not read), and a
 #: new CA's leaf served before the old CA is dropped.

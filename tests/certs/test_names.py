@@ -1,4 +1,4 @@
-"""``webhook.ops.certs.names``: subject alternative names."""
+"""``webhook.certs.names``: subject alternative names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from cryptography import x509
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.ops import certs
+from webhook import certs
 
 
 class TestParseSAN:

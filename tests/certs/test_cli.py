@@ -14,7 +14,7 @@ import yaml
 from cryptography import x509
 from typer.testing import CliRunner
 
-from tests.ops.certs.support import (
+from tests.certs.support import (
     DAY,
     SECRET_PATH,
     T0,
@@ -23,7 +23,8 @@ from tests.ops.certs.support import (
     assert_server_side_apply,
     kubeconfig_for,
 )
-from webhook.ops import certs, certs_cli
+from webhook import certs
+from webhook.ops import certs_cli
 
 
 class TestCLI:

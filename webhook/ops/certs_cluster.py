@@ -1,77 +1,29 @@
-"""Handing certificates to the cluster: the Secret and the webhook's ``caBundle``; reading both."""
+"""Certificates to and from the cluster: server-side-apply the webhook's ``caBundle``, read the
+caBundles and the serving Secret back (``podium certs inject``, ``show --cluster``, ``rotate``).
+
+What those objects look like is ``webhook.certs`` (a floor of its own, no Kubernetes client); the
+calls are here, on the commands' floor, beside ``connect`` which words their failures.
+"""
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cryptography import x509
 
-from webhook.ops.certs.errors import ClusterReadError
-from webhook.ops.certs.keys import certs_from_pem
-from webhook.ops.certs.rotation import ClusterTrust
-
-FIELD_MANAGER = "podium-certs"
-WEBHOOK_CONFIG = "podium"
-WEBHOOK_NAMES: tuple[str, ...] = ("pods.podium.dev",)
-SECRET_NAME = "podium-tls"
-SECRET_NAMESPACE = "podium-system"
-
-
-def secret_manifest(
-    *,
-    name: str,
-    namespace: str,
-    tls_crt: bytes,
-    tls_key: bytes,
-    ca_crt: bytes,
-) -> dict[str, Any]:
-    """A ``kubernetes.io/tls`` Secret; ``ca.crt`` carries the CA bundle, as cert-manager does."""
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode("ascii")
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {
-                "app.kubernetes.io/name": "podium",
-                "app.kubernetes.io/managed-by": FIELD_MANAGER,
-            },
-        },
-        "data": {"tls.crt": b64(tls_crt), "tls.key": b64(tls_key), "ca.crt": b64(ca_crt)},
-    }
-
-
-def ca_bundle_patch(
-    webhook_config_name: str,
-    bundle_pem: bytes,
-    *,
-    webhook_names: Sequence[str] = WEBHOOK_NAMES,
-) -> dict[str, Any]:
-    """A server-side-apply body that sets ``caBundle`` of the named webhooks and nothing else.
-
-    ``webhooks`` is a map-list keyed by ``name`` (``+listType=map``), so under server-side apply
-    each entry here merges into the existing webhook of that name; fields this body does not
-    mention stay owned by whoever set them.
-    """
-    if not webhook_names:
-        raise ValueError("name at least one webhook")
-    bundle = base64.b64encode(bundle_pem).decode("ascii")
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": webhook_config_name},
-        "webhooks": [
-            {"name": name, "clientConfig": {"caBundle": bundle}} for name in webhook_names
-        ],
-    }
+from webhook.certs import (
+    FIELD_MANAGER,
+    SECRET_NAME,
+    SECRET_NAMESPACE,
+    WEBHOOK_CONFIG,
+    WEBHOOK_NAMES,
+    ClusterCerts,
+    ClusterReadError,
+    ca_bundle_patch,
+    certs_from_pem,
+)
 
 
 def apply_ca_bundle(
@@ -98,23 +50,6 @@ def apply_ca_bundle(
         _content_type="application/apply-patch+yaml",
         _request_timeout=(5.0, 30.0),
     )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ClusterCerts:
-    """What ``certs show --cluster`` and ``rotate`` read: each webhook's caBundle and the Secret
-    (``None`` when it does not exist)."""
-
-    webhook_config: str
-    bundles: Mapping[str, tuple[x509.Certificate, ...]]
-    secret: str
-    secret_leaf: x509.Certificate | None
-    secret_bundle: tuple[x509.Certificate, ...]
-    secret_found: bool
-
-    @property
-    def trust(self) -> ClusterTrust:
-        return ClusterTrust(self.bundles, self.secret_leaf)
 
 
 def _pem_certs(data: bytes) -> tuple[x509.Certificate, ...]:

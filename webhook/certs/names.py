@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from cryptography import x509
 
-from webhook.ops.certs.errors import InvalidSANError
+from webhook.certs.errors import InvalidSANError
 
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 

@@ -12,17 +12,17 @@ from pathlib import Path
 
 from cryptography import x509
 
-from webhook.ops.certs import issuing
-from webhook.ops.certs.errors import CertStateError
-from webhook.ops.certs.issuing import (
+from webhook.certs import issuing
+from webhook.certs.errors import CertStateError
+from webhook.certs.issuing import (
     DEFAULT_CA_LIFETIME,
     DEFAULT_CA_NAME,
     DEFAULT_LEAF_LIFETIME,
     issue_ca,
     issue_serving,
 )
-from webhook.ops.certs.keys import KeyPair, certs_from_pem, certs_to_pem, key_from_pem
-from webhook.ops.certs.names import DEFAULT_CLUSTER_DOMAIN, parse_sans
+from webhook.certs.keys import KeyPair, certs_from_pem, certs_to_pem, key_from_pem
+from webhook.certs.names import DEFAULT_CLUSTER_DOMAIN, parse_sans
 
 #: File names inside a state directory.
 CA_CERT = "ca.pem"

@@ -1,4 +1,4 @@
-"""``webhook.ops.certs.keys``: PEM in and out, and keys that must match."""
+"""``webhook.certs.keys``: PEM in and out, and keys that must match."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
 )
 
-from webhook.ops import certs
+from webhook import certs
 
 
 class TestPEM:

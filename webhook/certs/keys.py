@@ -11,7 +11,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from webhook.ops.certs.errors import CertError
+from webhook.certs.errors import CertError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""``webhook.ops.certs.rotation``: the steps, their gates, and a rotation run every minute."""
+"""``webhook.certs.rotation``: the steps, their gates, and a rotation run every minute."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from cryptography import x509
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.ops.certs.support import DAY, HOOK, T0, A, common_name, files, mode, staged, step, trust
-from webhook.ops import certs
+from tests.certs.support import DAY, HOOK, T0, A, common_name, files, mode, staged, step, trust
+from webhook import certs
 
 
 class TestRotation:

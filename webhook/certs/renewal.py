@@ -7,8 +7,8 @@ import datetime
 
 from cryptography import x509
 
-from webhook.ops.certs import issuing
-from webhook.ops.certs.names import san_strings
+from webhook.certs import issuing
+from webhook.certs.names import san_strings
 
 #: The fraction of its lifetime after which a certificate is renewed.
 RENEW_AT = 2 / 3

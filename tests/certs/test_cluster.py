@@ -1,4 +1,5 @@
-"""``webhook.ops.certs.cluster``: the Secret, the caBundle patch and its server-side apply."""
+"""``webhook.certs.cluster``: the Secret and the caBundle patch; ``webhook.ops.certs_cluster``: its
+server-side apply."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import base64
 
 import pytest
 
-from tests.ops.certs.support import FakeApiServer, assert_server_side_apply
-from webhook.ops import certs
+from tests.certs.support import FakeApiServer, assert_server_side_apply
+from webhook import certs
+from webhook.ops import certs_cluster
 
 
 class TestClusterObjects:
@@ -44,7 +46,7 @@ def test_apply_ca_bundle_sends_a_forced_server_side_apply(apiserver: FakeApiServ
     configuration = client.Configuration()
     configuration.host = apiserver.url
     with client.ApiClient(configuration) as api_client:
-        result = certs.apply_ca_bundle(api_client, "podium", b"BUNDLE")
+        result = certs_cluster.apply_ca_bundle(api_client, "podium", b"BUNDLE")
     assert result.metadata.name == "podium"
     assert len(apiserver.requests) == 1
     assert_server_side_apply(apiserver.requests[0], b"BUNDLE")
