@@ -23,6 +23,7 @@ from typing import Any, NotRequired, TypedDict
 
 from webhook.core.adapters.base import Gang
 from webhook.core.engine import Decision
+from webhook.core.objects import metadata_of
 from webhook.core.reviews import Request
 
 
@@ -183,7 +184,7 @@ def build(
 ) -> AuditEntry:
     """An admission's entry. ``outcome``/``reason`` override the decision's (e.g. fail-open);
     without a decision (it failed before one) the outcome is ``error``."""
-    meta: Mapping[str, Any] = (request.object or {}).get("metadata") or {}
+    meta: Mapping[str, Any] = metadata_of(request.object)
     gang = decision.gang if decision else None
     entry = _entry(
         time=time,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook.core import selectors
-from webhook.core.objects import Obj
+from webhook.core.objects import Obj, labels_of, metadata_of
 
 Direction = Literal["ingress", "egress"]
 Endpoint = Mapping[str, str]
@@ -142,10 +142,10 @@ class LabelFilter:
 
 def identity(pod: Obj, namespace: Obj | None, keep: LabelFilter) -> dict[str, str]:
     """The identity-relevant labels of a pod, keyed without their ``k8s:`` source."""
-    meta = pod.get("metadata") or {}
+    meta = metadata_of(pod)
     out = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     out[NS_LABEL] = str(meta.get("namespace") or "")
-    ns_labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    ns_labels = labels_of(namespace)
     out.update({NS_LABELS_PREFIX + str(k): str(v) for k, v in ns_labels.items()})
     out[SA_LABEL] = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
     out[CLUSTER_LABEL] = CLUSTER
@@ -330,7 +330,7 @@ def _cilium_peers(
 
 def _cilium_rules(policy: Obj, *, default_deny_known: bool) -> tuple[list[Rule], list[Enforcer]]:
     kind = str(policy.get("kind"))
-    meta = policy.get("metadata") or {}
+    meta = metadata_of(policy)
     namespace = str(meta.get("namespace") or "") if kind == CNP else None
     source = f"{kind} {meta.get('name')}"
     specs = [policy["spec"]] if isinstance(policy.get("spec"), Mapping) else []
@@ -378,14 +378,14 @@ def _k8s_peer(peer: Any, namespace: str, namespaces: Mapping[str, Obj]) -> Selec
 
     def selects(ep: Endpoint) -> bool:
         ns_obj = namespaces.get(ep.get(NS_LABEL, ""))
-        ns_labels = ((ns_obj or {}).get("metadata") or {}).get("labels") or {}
+        ns_labels = labels_of(ns_obj)
         return ns_selector({str(k): str(v) for k, v in ns_labels.items()}) and pods(ep)
 
     return selects
 
 
 def _k8s_rules(policy: Obj, namespaces: Mapping[str, Obj]) -> tuple[list[Rule], list[Enforcer]]:
-    meta = policy.get("metadata") or {}
+    meta = metadata_of(policy)
     namespace = str(meta.get("namespace") or "")
     source = f"{NP} {meta.get('name')}"
     spec = policy.get("spec") or {}
