@@ -623,9 +623,14 @@ def _reading(api_client: Any) -> Iterator[None]:
         api_client.close()
 
 
-class DoctorFormat(enum.StrEnum):
+class TableFormat(enum.StrEnum):
+    """``-o`` of the commands that print a table or its JSON (doctor, report)."""
+
     TABLE = "table"
     JSON = "json"
+
+
+TableOutput = Annotated[TableFormat, typer.Option("--output", "-o", help="Output format.")]
 
 
 @app.command()
@@ -634,9 +639,7 @@ def doctor(
         str | None,
         typer.Option("--namespace", "-n", metavar="NS", help="Only jobs in this namespace."),
     ] = None,
-    output_format: Annotated[
-        DoctorFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = DoctorFormat.TABLE,
+    output_format: TableOutput = TableFormat.TABLE,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
@@ -646,11 +649,11 @@ def doctor(
     pods carrying a job's label they copied. Exits 1 when something is wrong, 2 when -n names a
     namespace that does not exist."""
     settings = _settings(config)
-    quiet = output_format is DoctorFormat.JSON or not Console(stderr=True).is_terminal
+    quiet = output_format is TableFormat.JSON or not Console(stderr=True).is_terminal
     result = _diagnose_live(
         settings, namespace=namespace, kubeconfig=kubeconfig, context=context, quiet=quiet
     )
-    if output_format is DoctorFormat.JSON:
+    if output_format is TableFormat.JSON:
         sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         _print_diagnosis(result)
@@ -773,18 +776,11 @@ def release_command(
     )
 
 
-class ReportFormat(enum.StrEnum):
-    TABLE = "table"
-    JSON = "json"
-
-
 @app.command("report", cls=output.Command)
 def report_command(
     files: AuditFiles = None,
     namespace: OnlyNamespace = None,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = ReportFormat.TABLE,
+    output_format: TableOutput = TableFormat.TABLE,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
@@ -819,7 +815,7 @@ def report_command(
     with _reading(api_client):
         objects = asyncio.run(report.collect(objects_api, namespaces))
     result = report.build(entries, objects, settings, now=datetime.datetime.now(datetime.UTC))
-    if output_format is ReportFormat.JSON:
+    if output_format is TableFormat.JSON:
         sys.stdout.write(_dump(result.as_dict(), None))
     else:
         _print_report(result)
