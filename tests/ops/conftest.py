@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,20 +13,21 @@ UNREACHABLE = (
 )
 
 
+def kubeconfig(server: str, *, context: str = "x") -> dict[str, Any]:
+    """A kubeconfig of one cluster at ``server``, a token user and ``context``, the current."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+        "current-context": context,
+    }
+
+
 @pytest.fixture
 def unreachable_kubeconfig(tmp_path: Path) -> Path:
     """A kubeconfig whose apiserver refuses every connection (``UNREACHABLE``)."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
-    return kubeconfig
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig("https://127.0.0.1:1")))
+    return path
