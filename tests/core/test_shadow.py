@@ -135,6 +135,8 @@ def test_namespace_mode_follows_the_label_value_then_the_setting(
     expected = {"shadow": Mode.SHADOW, "true": mode}.get(value or "")
     assert settings.namespace_mode("team-a", found) is expected
     assert settings.namespace_mode("kube-system", found) is None  # excluded whatever it says
+    assert settings.enforces("team-a", found) is (expected is Mode.ENFORCE)
+    assert not settings.enforces("kube-system", found)
 
 
 def test_mode_settings_are_read_and_checked() -> None:

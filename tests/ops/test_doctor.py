@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -13,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.builders import PodBuilder, namespace
+from tests.ops.conftest import UNREACHABLE
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, policies
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
@@ -503,6 +505,12 @@ def test_command_a_namespace_not_opted_in_says_how_to_opt_in(stub_cluster: Clust
     opted_in = CliRunner().invoke(cli.app, ["doctor", "-n", NS])
     assert (opted_in.exit_code, opted_in.stderr) == (0, "")
     assert "llama" in opted_in.stdout
+
+
+def test_command_an_unreachable_cluster_is_one_line(unreachable_kubeconfig: Path) -> None:
+    result = CliRunner().invoke(cli.app, ["doctor", "--kubeconfig", str(unreachable_kubeconfig)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [UNREACHABLE]
 
 
 def test_command_refuses_an_unknown_output(stub_cluster: Cluster) -> None:

@@ -17,6 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tests.ops.conftest import kubeconfig
 from tests.scenarios import audit_entry_for, base_cluster, pytorch_pod, pytorchjob
 from webhook.ops import cli, kubectl
 
@@ -97,18 +98,7 @@ def test_kubeconfig_with_one_file_missing_uses_the_others(
     named in the one file that exists is found, and the cluster behind it is unreachable)."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     config = tmp_path / "config"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "there", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "there",
-            }
-        )
-    )
+    config.write_text(json.dumps(kubeconfig("http://127.0.0.1:9", context="there")))
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "gone"), str(config)]))
     result = runner.invoke(cli.app, ["doctor", "--context", "there", "-o", "json"])
     assert result.exit_code == 2, result.output

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tests.builders import namespace, pinning
+from tests.ops.conftest import UNREACHABLE
 from tests.scenarios import NS, pytorch_pod, pytorchjob, zones_8_16_64
 from webhook.core import adapters, audit, engine, labels, reviews
 from webhook.core.settings import NoFit, Settings
@@ -193,3 +194,15 @@ def test_the_command_refuses_an_input_without_shadow_decisions(tmp_path: Path) -
     result = CliRunner().invoke(app, ["report", str(trail)])
     assert result.exit_code == 2
     assert "no shadow-mode decision in the input" in result.stderr
+
+
+def test_the_command_says_in_one_line_that_it_cannot_read_the_cluster(
+    now: datetime, tmp_path: Path, unreachable_kubeconfig: Path
+) -> None:
+    job = pytorchjob("j", workers=1)
+    trail = tmp_path / "audit.jsonl"
+    trail.write_text(json.dumps(shadow_entry(pytorch_pod(job, "master").obj(), cluster(job), now)))
+    args = ["report", str(trail), "--kubeconfig", str(unreachable_kubeconfig)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [UNREACHABLE]

@@ -250,11 +250,8 @@ def released(
         latency_ms=latency_ms,
         error=error,
     )
-    entry["action"] = "release"
-    entry["result"] = "released" if error is None else failed(error)
-    entry["pods"] = list(pods)
-    entry["waitedSeconds"] = round(waited_seconds, 1)
-    return entry
+    result = "released" if error is None else failed(error)
+    return _releaser_step(entry, "release", result, pods, waited_seconds)
 
 
 def held(
@@ -277,7 +274,15 @@ def held(
         detail=detail,
         job=job,
     )
-    entry["action"] = "wait"
+    return _releaser_step(entry, "wait", result, pods, waited_seconds)
+
+
+def _releaser_step(
+    entry: AuditEntry, action: str, result: str, pods: Sequence[str], waited_seconds: float
+) -> AuditEntry:
+    """The keys a releaser entry adds, in their order: what it did to the gang, how that went,
+    the gang's pods, and how long the gang had been held."""
+    entry["action"] = action
     entry["result"] = result
     entry["pods"] = list(pods)
     entry["waitedSeconds"] = round(waited_seconds, 1)

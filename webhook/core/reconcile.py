@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -66,7 +66,7 @@ from webhook.core.objects import (
     parse_time,
 )
 from webhook.core.policies import Manifest
-from webhook.core.settings import Mode, PolicyScope, Settings
+from webhook.core.settings import PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, View, has_gate
 
 #: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
@@ -174,32 +174,33 @@ def plan_labels(view: View, settings: Settings) -> list[Action]:
     """Remove every ``podium.dev/job`` label, in namespaces that opted in, that the pod's
     controller chain disowns (``updates.disowned_label``)."""
     actions: list[Action] = []
-    for namespace, gang in sorted(set(view.gangs())):
-        if not _opted_in(view, settings, namespace):
-            continue
-        for pod in view.pods_in(namespace, {labels.JOB: gang}):
-            why = updates.disowned_label(pod, namespace, view)
-            if why is None:
-                continue
-            meta = metadata_of(pod)
-            actions.append(
-                Action(
-                    verb="unlabel",
-                    reason="label-disowned",
-                    detail=f"removed {labels.JOB}={gang} from pod {meta.get('name')}: {why}",
-                    gang=gang,
-                    manifest={**pod, "apiVersion": "v1", "kind": "Pod"},
-                    patch={"metadata": {"uid": meta.get("uid"), "labels": {labels.JOB: None}}},
-                    owner=base.job_of_gang(gang, view),
-                )
+    for _, gang, pod, why in disowned_labels(view, settings):
+        meta = metadata_of(pod)
+        actions.append(
+            Action(
+                verb="unlabel",
+                reason="label-disowned",
+                detail=f"removed {labels.JOB}={gang} from pod {meta.get('name')}: {why}",
+                gang=gang,
+                manifest={**pod, "apiVersion": "v1", "kind": "Pod"},
+                patch={"metadata": {"uid": meta.get("uid"), "labels": {labels.JOB: None}}},
+                owner=base.job_of_gang(gang, view),
             )
+        )
     return actions
 
 
-def _opted_in(view: View, settings: Settings, namespace: str) -> bool:
-    """podium enforces in the namespace: in shadow mode it labels no pod, so none to check."""
-    ns_labels = labels_of(view.namespace(namespace))
-    return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
+def disowned_labels(view: View, settings: Settings) -> Iterator[tuple[str, str, Obj, str]]:
+    """(namespace, gang, pod, why) for every ``podium.dev/job`` label that the pod's controller
+    chain disowns (``updates.disowned_label``), in namespaces podium enforces in (in shadow mode
+    it labels no pod, so none to check); by namespace and gang."""
+    for namespace, gang in sorted(set(view.gangs())):
+        if not settings.enforces(namespace, labels_of(view.namespace(namespace))):
+            continue
+        for pod in view.pods_in(namespace, {labels.JOB: gang}):
+            why = updates.disowned_label(pod, namespace, view)
+            if why is not None:
+                yield namespace, gang, pod, why
 
 
 def _plan_gang(

@@ -212,6 +212,11 @@ class Settings:
             return Mode.SHADOW
         return self.mode if value == self.namespace_label_value else None
 
+    def enforces(self, namespace: str, namespace_labels: Mapping[str, Any]) -> bool:
+        """podium enforces in the namespace: it pins, holds and writes there (in shadow mode it
+        changes nothing)."""
+        return self.namespace_mode(namespace, namespace_labels) is Mode.ENFORCE
+
     def __post_init__(self) -> None:
         if self.namespace_shadow_value == self.namespace_label_value:
             raise SettingsError(

@@ -22,7 +22,7 @@ import os
 import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 from urllib.parse import quote
 
 import orjson
@@ -178,6 +178,19 @@ def _status_message(status: int, data: bytes) -> str:
     return f"{status}: {text}" if text else f"HTTP {status}"
 
 
+class _CallOptions(TypedDict, total=False):
+    """What one request carries besides its method and path (``_Transport.open``)."""
+
+    query: Mapping[str, str | int] | None
+    body: Mapping[str, Any] | JsonPatch | None
+    content_type: str
+    guarded: bool
+
+
+class _Options(_CallOptions, total=False):
+    timeout: Required[float | tuple[float, float]]
+
+
 class _Transport:
     """Raw JSON requests over an ``ApiClient``. Raises ``errors.ApiError`` (or a subclass) only."""
 
@@ -224,27 +237,10 @@ class _Transport:
             raise errors.error_for(response.status, message, guarded=guarded)
         return raw
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str | int] | None = None,
-        body: Mapping[str, Any] | JsonPatch | None = None,
-        content_type: str = JSON,
-        timeout: float | tuple[float, float],
-        guarded: bool = False,
-    ) -> dict[str, Any]:
-        """Send the request and parse the answer, which must be a JSON object."""
-        raw = self.open(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            timeout=timeout,
-            guarded=guarded,
-        )
+    def request(self, method: str, path: str, **options: Unpack[_Options]) -> dict[str, Any]:
+        """Send the request (``open``'s options) and parse the answer, which must be a JSON
+        object."""
+        raw = self.open(method, path, **options)
         where = f"{method} {path}"
         try:
             data = raw.read()
@@ -352,25 +348,11 @@ class KubeObjects:
         await self._call("DELETE", where, body=body, guarded=True)
 
     async def _call(
-        self,
-        method: str,
-        where: str,
-        *,
-        query: Mapping[str, str | int] | None = None,
-        body: Manifest | JsonPatch | None = None,
-        content_type: str = JSON,
-        guarded: bool = False,
+        self, method: str, where: str, **options: Unpack[_CallOptions]
     ) -> dict[str, Any]:
         try:
             return await asyncio.to_thread(
-                self._transport.request,
-                method,
-                where,
-                query=query,
-                body=body,
-                content_type=content_type,
-                timeout=self.timeout,
-                guarded=guarded,
+                self._transport.request, method, where, timeout=self.timeout, **options
             )
         except errors.ApiError:
             raise
@@ -394,10 +376,7 @@ class KubeLister:
         query: dict[str, str | int] = {"limit": limit}
         if continue_:
             query["continue"] = continue_
-        if resource.label_selector:
-            query["labelSelector"] = resource.label_selector
-        if resource.field_selector:
-            query["fieldSelector"] = resource.field_selector
+        query.update(_selectors(resource))
         doc = self._transport.request("GET", where, query=query, timeout=self.timeout)
         meta = metadata_of(doc)
         items = doc.get("items")
@@ -418,16 +397,19 @@ class KubeLister:
             "allowWatchBookmarks": "true",
             "resourceVersion": resource_version,
             "timeoutSeconds": timeout_seconds,
+            **_selectors(resource),
         }
-        if resource.label_selector:
-            query["labelSelector"] = resource.label_selector
-        if resource.field_selector:
-            query["fieldSelector"] = resource.field_selector
         # The server ends the watch after timeout_seconds; a read that hangs far longer than
         # that (bookmarks come about once a minute) means a dead connection.
         read_timeout = float(timeout_seconds) + self.timeout
         raw = self._transport.open("GET", where, query=query, timeout=(self.timeout, read_timeout))
         return _KubeStream(f"GET {where}", raw)
+
+
+def _selectors(resource: Resource) -> dict[str, str]:
+    """The query parameters of a resource's label and field selectors, where it has them."""
+    named = {"labelSelector": resource.label_selector, "fieldSelector": resource.field_selector}
+    return {key: value for key, value in named.items() if value}
 
 
 class _KubeStream:

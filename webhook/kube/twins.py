@@ -411,6 +411,14 @@ class InMemoryObjects:
             raise err
         self.store.check_installed(key)
 
+    async def _enter_at(
+        self, op: str, api_version: str, kind: str, namespace: str, name: str
+    ) -> ObjectKey:
+        """``_enter`` for the object these arguments name; its key."""
+        key = (group_of(api_version), kind, namespace, name)
+        await self._enter(op, key)
+        return key
+
     async def create(self, manifest: Manifest) -> Obj:
         await self._enter("create", key_of(manifest))
         created = self.store.create(manifest)
@@ -419,9 +427,7 @@ class InMemoryObjects:
         return created
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj:
-        key = (group_of(api_version), kind, namespace, name)
-        await self._enter("get", key)
-        return self.store.get(key)
+        return self.store.get(await self._enter_at("get", api_version, kind, namespace, name))
 
     async def list(
         self,
@@ -442,15 +448,13 @@ class InMemoryObjects:
     async def merge_patch(
         self, api_version: str, kind: str, namespace: str, name: str, patch: Manifest
     ) -> Obj:
-        key = (group_of(api_version), kind, namespace, name)
-        await self._enter("patch", key)
+        key = await self._enter_at("patch", api_version, kind, namespace, name)
         return self.store.merge_patch(key, patch)
 
     async def json_patch(
         self, api_version: str, kind: str, namespace: str, name: str, patch: JsonPatch
     ) -> Obj:
-        key = (group_of(api_version), kind, namespace, name)
-        await self._enter("patch", key)
+        key = await self._enter_at("patch", api_version, kind, namespace, name)
         return self.store.json_patch(key, patch)
 
     async def delete(
@@ -463,8 +467,7 @@ class InMemoryObjects:
         uid: str | None = None,
         resource_version: str | None = None,
     ) -> None:
-        key = (group_of(api_version), kind, namespace, name)
-        await self._enter("delete", key)
+        key = await self._enter_at("delete", api_version, kind, namespace, name)
         self.store.delete(key, uid=uid, resource_version=resource_version)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import enum
@@ -11,7 +12,7 @@ import importlib.metadata
 import json
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -28,6 +29,7 @@ from webhook.ops import auditview, certs_cli, kubectl, offline, output
 
 if TYPE_CHECKING:
     from webhook.ops import doctor as doctor_checks
+    from webhook.ops import report as shadow_report
 
 T = TypeVar("T")
 
@@ -564,15 +566,17 @@ def snapshot(
     settings = _settings(config)
     from rich.progress import Progress  # noqa: PLC0415
 
-    from webhook.ops import connect  # noqa: PLC0415
     from webhook.ops import snapshot as capture  # noqa: PLC0415
 
     api_client, objects_api = _connect(kubeconfig, context)
     err_console = Console(stderr=True)
     try:
-        with Progress(
-            console=err_console, transient=True, disable=not err_console.is_terminal
-        ) as progress:
+        with (
+            _reading(api_client),
+            Progress(
+                console=err_console, transient=True, disable=not err_console.is_terminal
+            ) as progress,
+        ):
             task = progress.add_task("listing", total=None)
             objects = asyncio.run(
                 capture.capture(
@@ -584,10 +588,6 @@ def snapshot(
             )
     except capture.SnapshotError as err:
         raise output.fail(f"{err} (-n)") from err
-    except errors.ApiError as err:
-        raise output.fail(f"cannot read the cluster: {connect.describe(err, api_client)}") from err
-    finally:
-        api_client.close()
     doc = capture.as_list(objects)
     if output_format is SnapshotFormat.YAML:
         sys.stdout.write(_dump(doc, auditview.Format.YAML))
@@ -609,9 +609,28 @@ def _connect(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
     return api_client, client.KubeObjects(api_client, timeout=60)
 
 
-class DoctorFormat(enum.StrEnum):
+@contextlib.contextmanager
+def _reading(api_client: Any) -> Iterator[None]:
+    """Around the calls that read the cluster through ``api_client`` (``_connect``'s): an API
+    error is the one line "cannot read the cluster: …" (exit 2); the client is closed after."""
+    from webhook.ops import connect  # noqa: PLC0415
+
+    try:
+        yield
+    except errors.ApiError as err:
+        raise output.fail(f"cannot read the cluster: {connect.describe(err, api_client)}") from err
+    finally:
+        api_client.close()
+
+
+class TableFormat(enum.StrEnum):
+    """``-o`` of the commands that print a table or its JSON (doctor, report)."""
+
     TABLE = "table"
     JSON = "json"
+
+
+TableOutput = Annotated[TableFormat, typer.Option("--output", "-o", help="Output format.")]
 
 
 @app.command()
@@ -620,9 +639,7 @@ def doctor(
         str | None,
         typer.Option("--namespace", "-n", metavar="NS", help="Only jobs in this namespace."),
     ] = None,
-    output_format: Annotated[
-        DoctorFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = DoctorFormat.TABLE,
+    output_format: TableOutput = TableFormat.TABLE,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
@@ -632,11 +649,11 @@ def doctor(
     pods carrying a job's label they copied. Exits 1 when something is wrong, 2 when -n names a
     namespace that does not exist."""
     settings = _settings(config)
-    quiet = output_format is DoctorFormat.JSON or not Console(stderr=True).is_terminal
+    quiet = output_format is TableFormat.JSON or not Console(stderr=True).is_terminal
     result = _diagnose_live(
         settings, namespace=namespace, kubeconfig=kubeconfig, context=context, quiet=quiet
     )
-    if output_format is DoctorFormat.JSON:
+    if output_format is TableFormat.JSON:
         sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         _print_diagnosis(result)
@@ -656,13 +673,12 @@ def _diagnose_live(
     # Imported here, like serve: the Kubernetes client takes a while to load.
     from rich.progress import Progress  # noqa: PLC0415
 
-    from webhook.ops import connect  # noqa: PLC0415
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
     api_client, objects_api = _connect(kubeconfig, context)
     with Progress(console=Console(stderr=True), transient=True, disable=quiet) as progress:
         reading = progress.add_task("listing the cluster", total=len(checks.kinds_to_read()))
-        try:
+        with _reading(api_client):
             objects = asyncio.run(
                 checks.collect(
                     objects_api,
@@ -673,12 +689,6 @@ def _diagnose_live(
                     ),
                 )
             )
-        except errors.ApiError as err:
-            raise output.fail(
-                f"cannot read the cluster: {connect.describe(err, api_client)}"
-            ) from err
-        finally:
-            api_client.close()
         if namespace is not None:
             try:
                 note = checks.namespace_note(objects, settings, namespace)
@@ -766,18 +776,11 @@ def release_command(
     )
 
 
-class ReportFormat(enum.StrEnum):
-    TABLE = "table"
-    JSON = "json"
-
-
 @app.command("report", cls=output.Command)
 def report_command(
     files: AuditFiles = None,
     namespace: OnlyNamespace = None,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = ReportFormat.TABLE,
+    output_format: TableOutput = TableFormat.TABLE,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
@@ -791,7 +794,7 @@ def report_command(
     podium would have kept in one zone, 0 otherwise, 2 when the input holds no shadow-mode
     decision or the cluster cannot be read.
     """
-    from webhook.ops import connect, report  # noqa: PLC0415
+    from webhook.ops import report  # noqa: PLC0415
 
     settings = _settings(config)
     try:
@@ -809,30 +812,25 @@ def report_command(
             "and read podium's logs once its jobs have run"
         )
     api_client, objects_api = _connect(kubeconfig, context)
-    try:
+    with _reading(api_client):
         objects = asyncio.run(report.collect(objects_api, namespaces))
-    except errors.ApiError as err:
-        raise output.fail(f"cannot read the cluster: {connect.describe(err, api_client)}") from err
-    finally:
-        api_client.close()
     result = report.build(entries, objects, settings, now=datetime.datetime.now(datetime.UTC))
-    if output_format is ReportFormat.JSON:
+    if output_format is TableFormat.JSON:
         sys.stdout.write(_dump(result.as_dict(), None))
     else:
-        plain = not output.is_terminal()
-        split = len(result.split)
-        verdict = f"{split} job(s) split where podium would have kept them in one zone"
-        output.render(
-            [
-                report.jobs_table(result, plain=plain),
-                "",
-                report.namespaces_table(result, plain=plain),
-                verdict,
-            ],
-            plain=plain,
-        )
+        _print_report(result)
     if result.split:
         raise typer.Exit(output.FINDINGS)
+
+
+def _print_report(result: shadow_report.Report) -> None:
+    from webhook.ops import report  # noqa: PLC0415
+
+    plain = not output.is_terminal()
+    split = len(result.split)
+    verdict = f"{split} job(s) split where podium would have kept them in one zone"
+    jobs = report.jobs_table(result, plain=plain)
+    output.render([jobs, "", report.namespaces_table(result, plain=plain), verdict], plain=plain)
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.table import Table
 
-from webhook.core import adapters, labels, policies, policyjudge, release, updates
+from webhook.core import adapters, labels, policies, policyjudge, reconcile, release
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import (
@@ -404,20 +404,10 @@ def _copied_labels(
     """Per (namespace, gang): the pods in opted-in namespaces whose podium.dev/job label names
     the gang although their controller chain disowns it, and why."""
     out: dict[tuple[str, str], list[tuple[Obj, str]]] = collections.defaultdict(list)
-    for ns, gang in sorted(set(view.gangs())):
-        if (namespace is not None and ns != namespace) or not _opted_in(view, settings, ns):
-            continue
-        for pod in view.pods_in(ns, {labels.JOB: gang}):
-            why = updates.disowned_label(pod, ns, view)
-            if why is not None:
-                out[(ns, gang)].append((pod, why))
+    for ns, gang, pod, why in reconcile.disowned_labels(view, settings):
+        if namespace is None or ns == namespace:
+            out[(ns, gang)].append((pod, why))
     return out
-
-
-def _opted_in(view: View, settings: Settings, namespace: str) -> bool:
-    """podium enforces in the namespace (in shadow mode it pins nothing and writes no policy)."""
-    ns_labels = labels_of(view.namespace(namespace))
-    return settings.namespace_mode(namespace, ns_labels) is Mode.ENFORCE
 
 
 def _judge(
@@ -447,7 +437,7 @@ def _judge(
         spread = ", ".join(f"{z}: {len(p)}" for z, p in sorted(by_zone.items()))
         find("split-zones", f"pods run in {len(by_zone)} zones ({spread})", job.pods)
     # Held pods have no zone and no policy yet: the releaser writes both when it releases them.
-    opted_in = _opted_in(view, settings, ns) and not _all_held(job)
+    opted_in = settings.enforces(ns, labels_of(view.namespace(ns))) and not _all_held(job)
     if opted_in and gang.job_annotations.get(labels.SKIP) != "true":
         _check_pinned(job, find)
     admitted = [p for p in job.pods if labels_of(p).get(labels.JOB) == gang.key]
