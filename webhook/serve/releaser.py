@@ -58,10 +58,11 @@ WAKE_SETTLE_SECONDS = 0.2
 #: not stop with it.
 CATCH_UP_SECONDS = 30.0
 #: How many pods of a gang are being ungated (a GET and a PATCH each) at once, once the slow
-#: start is past. Kueue's ungater bounds its parallel ungating the same way (8 by default). Not a
-#: setting: the API client runs each call in asyncio's default thread pool (``min(32, CPUs + 4)``
-#: threads), which admissions share — more would queue there and slow admissions, fewer would
-#: lose most of the gain on a large gang.
+#: start is past. Kueue's TAS ungater bounds its parallel ungating the same way
+#: (``topology_ungater`` through ``pkg/util/parallelize``: 8 workers, 32 behind a feature gate).
+#: Not a setting: the API client runs each call in asyncio's default thread pool
+#: (``min(32, CPUs + 4)`` threads, 6 on 2 CPUs), which admissions share — a larger bound would
+#: only queue there, in front of admissions' calls.
 UNGATE_PARALLELISM = 8
 
 
