@@ -476,3 +476,46 @@ async def test_the_memory_holds_the_pods_ungated_until_the_view_shows_them(now: 
     world.releaser.view = world.view
     await world.pass_()
     assert world.releaser.memory.ungated == {}
+
+
+class Saying(twins.InMemoryObjects):
+    """The twin, each call taking ``delay``, noting how many merge patches are in flight."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay=delay)
+        self.busy = 0
+        self.most = 0
+
+    async def merge_patch(self, *args: Any, **kwargs: Any) -> Any:
+        self.busy += 1
+        self.most = max(self.most, self.busy)
+        try:
+            return await super().merge_patch(*args, **kwargs)
+        finally:
+            self.busy -= 1
+
+
+async def test_held_pods_are_annotated_a_bounded_few_at_once_and_a_failure_stops_none(
+    now: datetime,
+) -> None:
+    world = World([*cluster(), *held_job("huge", 20, now)], now)
+    api = Saying(0.001)
+    api.store = world.api.store
+    world.api = world.releaser.api = api
+    api.fail = lambda op, key: (
+        errors.ApiError("down") if (op, key[3]) == ("patch", "huge-worker-3") else None
+    )
+    (wait,) = await world.pass_()
+    assert wait["outcome"] == "held"
+    assert api.most == releaser.UNGATE_PARALLELISM
+    said = {
+        p["metadata"]["name"]
+        for p in world.pods("huge")
+        if p["metadata"]["annotations"].get(labels.HELD_WHY) == wait["detail"]
+    }
+    assert len(said) == 19 and "huge-worker-3" not in said
+    # The failed one is tried again on the next pass, and only it.
+    api.fail = twins.no_fault
+    calls = len(api.calls)
+    await world.pass_()
+    assert [c for c in api.calls[calls:] if c[0] == "patch"] == [("patch", "Pod", "huge-worker-3")]

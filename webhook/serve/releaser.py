@@ -140,22 +140,30 @@ class Releaser(loops.LeaderPass):
         """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
         whose annotation differs from the why, none when nothing changed. The memory keeps
         what was written until the watch shows it, so a lagging view causes no second write
-        (``Expectations.to_say``, ``said_to``)."""
+        (``Expectations.to_say``, ``said_to``). ``UNGATE_PARALLELISM`` patches at once: each
+        pod's write stands alone, and one failing does not stop the others."""
         held = [
             HeldPod(p.namespace, p.name, p.uid, p.annotations.get(labels.HELD_WHY), wait.why)
             for wait in waits
             for p in wait.held.held
         ]
         failed: set[str] = set()
-        for pod in self.memory.to_say(held):
+        bound = asyncio.Semaphore(UNGATE_PARALLELISM)
+
+        async def say(pod: HeldPod) -> None:
             patch = {"metadata": {"annotations": {labels.HELD_WHY: pod.why}}}
-            try:
-                await self.api.merge_patch("v1", "Pod", pod.namespace, pod.name, patch)
-            except errors.NotFound:
-                continue
-            except errors.ApiError as err:
-                log.warning("cannot say why %s waits: %s", pod.name, err)
-                failed.add(pod.uid)
+            async with bound:
+                try:
+                    await self.api.merge_patch("v1", "Pod", pod.namespace, pod.name, patch)
+                except errors.NotFound:
+                    return
+                except errors.ApiError as err:
+                    log.warning("cannot say why %s waits: %s", pod.name, err)
+                    failed.add(pod.uid)
+
+        async with asyncio.TaskGroup() as group:
+            for pod in self.memory.to_say(held):
+                group.create_task(say(pod))
         self.memory = self.memory.said_to(held, failed=failed)
 
     async def execute(self, planned: release.Release, *, now: datetime) -> audit.AuditEntry:
