@@ -55,3 +55,4 @@ def test_the_summary_is_the_median_of_the_runs_per_version_and_size() -> None:
 
 def test_a_version_is_its_tree(tmp_path: Path) -> None:
     assert bench.tree("WORKTREE", tmp_path) == bench.ROOT
+    assert bench.tree(str(tmp_path), tmp_path) == tmp_path.resolve()

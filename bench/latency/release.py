@@ -4,10 +4,10 @@
     python -m bench.latency.release 68a3ee5 WORKTREE [--sizes 8,64,512] [--runs 3] [--out DIR]
 
 Each REV is extracted (``git archive REV webhook``) into a scratch directory; ``WORKTREE`` is this
-checkout as it is. One ``testbed.controlplane.LocalCluster`` with KWOK nodes (3 zones of 8 nodes
-of 64 GPUs, 512 per zone). Per run, size and version, in turn (so that load from other processes
-falls on every version alike): a namespace opted in, a PyTorchJob of ``size`` pods of 1 GPU, its
-pods created already held (``mutation.hold``, as podium's admission leaves them); then a worker
+checkout as it is, a directory that checkout. One ``testbed.controlplane.LocalCluster`` with
+KWOK nodes (3 zones of 8 nodes of 64 GPUs, 512 per zone). Per run, size and version, in turn
+(so that load from other processes falls on every version alike): a namespace opted in, a
+PyTorchJob of ``size`` pods of 1 GPU, its pods created already held (``mutation.hold``, as podium's admission leaves them); then a worker
 process running that version's code (this file run as a script, ``PYTHONPATH`` the version's
 tree) lists the cluster into a ``ClusterView``, plans (``release.plan``: one release), and times
 ``Releaser.execute`` — record, policy, then every pod ungated — from just before the call to the
@@ -120,9 +120,12 @@ async def _worker(kubeconfig: Path) -> dict[str, Any]:
 
 
 def tree(rev: str, scratch: Path) -> Path:
-    """The directory whose ``webhook`` is ``rev``'s (``WORKTREE``: this checkout)."""
+    """The directory whose ``webhook`` is ``rev``'s (``WORKTREE``: this checkout; a directory:
+    that checkout, e.g. another git worktree)."""
     if rev == "WORKTREE":
         return ROOT
+    if Path(rev).is_dir():
+        return Path(rev).resolve()
     out = scratch / rev.replace("/", "_")
     if not out.exists():
         out.mkdir()
