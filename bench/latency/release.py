@@ -4,16 +4,17 @@
     python -m bench.latency.release 68a3ee5 WORKTREE [--sizes 8,64,512] [--runs 3] [--out DIR]
 
 Each REV is extracted (``git archive REV webhook``) into a scratch directory; ``WORKTREE`` is this
-checkout as it is, a directory that checkout. One ``testbed.controlplane.LocalCluster`` with
-KWOK nodes (3 zones of 8 nodes of 64 GPUs, 512 per zone). Per run, size and version, in turn
-(so that load from other processes falls on every version alike): a namespace opted in, a
-PyTorchJob of ``size`` pods of 1 GPU, its pods created already held (``mutation.hold``, as podium's admission leaves them); then a worker
-process running that version's code (this file run as a script, ``PYTHONPATH`` the version's
-tree) lists the cluster into a ``ClusterView``, plans (``release.plan``: one release), and times
-``Releaser.execute`` — record, policy, then every pod ungated — from just before the call to the
-return of the last pod's PATCH (`release_once`). The namespace's pods are deleted and waited for
-before the next run. Podium's own webhook is not registered: the ungating PATCHes are not
-admitted by it (with it, each PATCH would also carry that admission's round trip).
+checkout as it is, a directory that checkout. One ``testbed.controlplane.LocalCluster`` with KWOK
+nodes (3 zones of 8 nodes of 64 GPUs, 512 per zone). Per run, size and version, in turn (so that
+load from other processes falls on every version alike): a namespace opted in, a PyTorchJob of
+``size`` pods of 1 GPU, its pods created already held (``mutation.hold``, as podium's admission
+leaves them); then a worker process running that version's code (this file run as a script,
+``PYTHONPATH`` the version's tree) lists the cluster into a ``ClusterView``, plans
+(``release.plan``: one release), and times ``Releaser.execute`` — record, policy, then every pod
+ungated — from just before the call to the return of the last pod's PATCH (`release_once`). The
+namespace's pods are deleted and waited for before the next run. Podium's own webhook is not
+registered: the ungating PATCHes are not admitted by it (with it, each PATCH would also carry that
+admission's round trip).
 
 Prints the median and the spread of the runs per version and size, and writes them (and every
 run) to ``--out``/release.json when ``--out`` is given.
