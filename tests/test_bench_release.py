@@ -4,6 +4,8 @@ release carried out, the time from the decision to the last pod's PATCH), and it
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,7 +52,16 @@ def test_the_summary_is_the_median_of_the_runs_per_version_and_size() -> None:
         (512, "new", 1, 2.0),
     ]
     text = bench.table(rows)
-    assert "| 8 | old | 3 | 200 | 100 | 300 |" in text.splitlines()
+    assert "| 8 | old | 3 | 200 | 100 | 300 | 0 | 0 |" in text.splitlines()
+
+
+def test_cpu_seconds_of_a_process_grow_as_it_works() -> None:
+
+    before = bench.cpu_seconds([os.getpid()])
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    assert bench.cpu_seconds([os.getpid()]) - before >= 0.03
 
 
 def test_a_version_is_its_tree(tmp_path: Path) -> None:

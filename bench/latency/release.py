@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -99,11 +100,13 @@ async def release_once(
         sink=MemorySink(),
         clock=lambda: now,
     )
-    decided = clock()
+    decided, cpu = clock(), time.process_time()
     entry = await releaser.execute(chosen, now=now)
     return {
         "pods": len(entry["pods"]),
         "seconds": (max(watch.patched) if watch.patched else clock()) - decided,
+        # The releaser's own CPU (this process, every thread) over the same span, about.
+        "cpu": time.process_time() - cpu,
         "error": entry.get("error"),
     }
 
@@ -158,12 +161,24 @@ def gang_job(namespace: str, size: int) -> dict[str, Any]:
     return runner.pytorchjob(spec, namespace)
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User and system CPU seconds the processes have used so far (``/proc/PID/stat``)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def summary(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per version and size: the median, least and most seconds of its runs."""
     keys = sorted({(r["rev"], r["size"]) for r in runs}, key=lambda k: (k[1], k[0]))
     out = []
     for rev, size in keys:
-        seconds = [r["seconds"] for r in runs if (r["rev"], r["size"]) == (rev, size)]
+        mine = [r for r in runs if (r["rev"], r["size"]) == (rev, size)]
+        seconds = [r["seconds"] for r in mine]
         out.append(
             {
                 "rev": rev,
@@ -172,21 +187,28 @@ def summary(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "median": statistics.median(seconds),
                 "least": min(seconds),
                 "most": max(seconds),
+                "cpu": statistics.median(r.get("cpu", 0.0) for r in mine),
+                "control_plane_cpu": statistics.median(
+                    r.get("control_plane_cpu", 0.0) for r in mine
+                ),
             }
         )
     return out
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The summary as a Markdown table (milliseconds)."""
+    """The summary as a Markdown table (milliseconds; CPU: medians, the releaser's process over
+    the release, the control plane's processes over the worker's run)."""
     lines = [
-        "| pods | version | runs | median ms | least ms | most ms |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| pods | version | runs | median ms | least ms | most ms | releaser CPU ms "
+        "| control plane CPU ms |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['size']} | {r['rev']} | {r['runs']} | {r['median'] * 1000:.0f} "
-            f"| {r['least'] * 1000:.0f} | {r['most'] * 1000:.0f} |"
+            f"| {r['least'] * 1000:.0f} | {r['most'] * 1000:.0f} "
+            f"| {r.get('cpu', 0.0) * 1000:.0f} | {r.get('control_plane_cpu', 0.0) * 1000:.0f} |"
         )
     return "\n".join(lines)
 
@@ -224,6 +246,8 @@ def measure(
                                 held_gang(size, job),
                             )
                         )
+                    pids = [p.pid for p in cluster.processes.values()]
+                    before = cpu_seconds(pids)
                     done = subprocess.run(
                         [sys.executable, __file__, "worker", str(cluster.kubeconfig)],
                         cwd=trees[rev],
@@ -234,6 +258,7 @@ def measure(
                     )
                     result = json.loads(done.stdout.strip().splitlines()[-1])
                     assert result["pods"] == size and not result["error"], result
+                    result["control_plane_cpu"] = cpu_seconds(pids) - before
                     row = {"rev": rev, "size": size, "run": run, **result}
                     print(json.dumps(row), flush=True)
                     out.append(row)
