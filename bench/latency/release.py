@@ -246,8 +246,8 @@ def measure(
                                 held_gang(size, job),
                             )
                         )
-                    pids = [p.pid for p in cluster.processes.values()]
-                    before = cpu_seconds(pids)
+                    pids = {name: p.pid for name, p in cluster.processes.items()}
+                    before = {name: cpu_seconds([pid]) for name, pid in pids.items()}
                     done = subprocess.run(
                         [sys.executable, __file__, "worker", str(cluster.kubeconfig)],
                         cwd=trees[rev],
@@ -258,7 +258,9 @@ def measure(
                     )
                     result = json.loads(done.stdout.strip().splitlines()[-1])
                     assert result["pods"] == size and not result["error"], result
-                    result["control_plane_cpu"] = cpu_seconds(pids) - before
+                    used = {name: cpu_seconds([pid]) - before[name] for name, pid in pids.items()}
+                    result["control_plane_cpu"] = sum(used.values())
+                    result["control_plane_cpu_by"] = {k: round(v, 2) for k, v in used.items()}
                     row = {"rev": rev, "size": size, "run": run, **result}
                     print(json.dumps(row), flush=True)
                     out.append(row)
