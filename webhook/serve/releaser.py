@@ -298,9 +298,11 @@ class Releaser(loops.LeaderPass):
 
     async def _ungate_pod(self, ref: release.PodRef, planned: release.Release) -> bool:
         """Release one pod; False when there is nothing to release (gone, recreated with
-        another UID, or no longer carrying podium's gate). The GET is needed: the patch adds the
-        zone to each of the pod's own required terms, which the view does not keep (a
-        ``PodSummary``), and its ``test`` ops (the gate's index, the UID) are the precondition."""
+        another UID, or no longer carrying podium's gate). The GET stays: the patch is computed
+        from the pod's whole ``spec.affinity`` (its pod affinities too) and the gate's index in
+        ``schedulingGates``, neither of which the view keeps (a ``PodSummary``: the required
+        node terms and tolerations only); a patch built from the view could write an affinity
+        without the pod's own parts. Its ``test`` ops (the gate's index, the UID) guard the rest."""
         try:
             pod = await self.api.get("v1", "Pod", ref.namespace, ref.name)
         except errors.NotFound:
