@@ -13,7 +13,7 @@ import pytest
 
 from tests.core.test_release import cluster, held_job, hogs
 from tests.scenarios import NS
-from webhook.core import adapters, labels, reconcile
+from webhook.core import adapters, labels, reconcile, release
 from webhook.core.objects import ObjectKey
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -387,3 +387,135 @@ def stale_with(stale: ClusterView, fresh: ClusterView) -> ClusterView:
         if pod["spec"].get("schedulingGates"):
             fresh.apply("MODIFIED", pod)
     return fresh
+
+
+class Overlapping(twins.InMemoryObjects):
+    """The twin, each call taking ``delay``, noting how many pods are being ungated at once (from
+    a pod's GET to the end of its PATCH) each time one starts."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay=delay)
+        self.busy = 0
+        self.at_start: list[int] = []
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Any:
+        if kind == "Pod":
+            self.busy += 1
+            self.at_start.append(self.busy)
+        try:
+            return await super().get(api_version, kind, namespace, name)
+        except errors.ApiError:
+            self.busy -= kind == "Pod"
+            raise
+
+    async def json_patch(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().json_patch(*args, **kwargs)
+        finally:
+            self.busy -= 1
+
+
+def overlapping(world: World, delay: float = 0.001) -> Overlapping:
+    api = Overlapping(delay)
+    api.store = world.api.store
+    world.api = world.releaser.api = api
+    return api
+
+
+async def test_a_gang_is_ungated_one_pod_first_then_in_a_window_up_to_the_bound(
+    now: datetime,
+) -> None:
+    """Slow start: the first pod alone, then each pod released lets one more start, never more
+    than ``UNGATE_PARALLELISM`` at once; every pod released, listed in the plan's order."""
+    world = World([*cluster(), *held_job("big", 40, now, gpus=1)], now)
+    (planned,) = release.plan(world.view(), HOLD, now=now).releases
+    api = overlapping(world)
+    (entry,) = await world.pass_()
+    assert entry["result"] == "released" and world.gated() == []
+    assert entry["pods"] == [p.name for p in planned.pods] and len(planned.pods) == 40
+    assert api.at_start[:3] == [1, 1, 2]  # the first pod alone, then two
+    assert max(api.at_start) == releaser.UNGATE_PARALLELISM
+    assert len(api.at_start) == 40 and api.busy == 0
+
+
+async def test_a_failed_patch_stops_new_pods_but_lets_those_in_flight_finish(
+    now: datetime,
+) -> None:
+    """One pod's PATCH fails mid-way: no pod starts after it, those in flight are released and
+    remembered, the entry says it stopped, and the next pass completes the gang."""
+    world = World([*cluster(), *held_job("big", 40, now, gpus=1)], now)
+    api = overlapping(world)
+    bad = "big-worker-9"
+    api.fail = lambda op, key: (
+        errors.ApiError("denied") if (op, key[1], key[3]) == ("patch", "Pod", bad) else None
+    )
+    (entry,) = await world.pass_()
+    assert entry["result"] == "failed: denied" and bad not in entry["pods"]
+    started = len(api.at_start)
+    assert 10 < started < 40 and len(entry["pods"]) == started - 1
+    assert sorted(world.gated()) == sorted(
+        p["metadata"]["name"] for p in world.pods() if p["metadata"]["name"] not in entry["pods"]
+    )
+    remembered = {k.name for k in world.releaser.memory.ungated}
+    assert remembered == set(entry["pods"])
+    api.fail = twins.no_fault
+    (done,) = await world.pass_()
+    assert done["reason"] == "completed" and len(done["pods"]) == 40 - len(entry["pods"])
+    assert world.gated() == []
+
+
+async def test_the_memory_holds_the_pods_ungated_until_the_view_shows_them(now: datetime) -> None:
+    world = World([*cluster(), *held_job("llama", 3, now)], now)
+    stale = world.view()
+    await world.pass_()
+    assert sorted(k.name for k in world.releaser.memory.ungated) == sorted(
+        p["metadata"]["name"] for p in world.pods("llama")
+    )
+    world.releaser.view = lambda: stale
+    assert await world.pass_() == [] and len(world.releaser.memory.ungated) == 3
+    world.releaser.view = world.view
+    await world.pass_()
+    assert world.releaser.memory.ungated == {}
+
+
+class Saying(twins.InMemoryObjects):
+    """The twin, each call taking ``delay``, noting how many merge patches are in flight."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay=delay)
+        self.busy = 0
+        self.most = 0
+
+    async def merge_patch(self, *args: Any, **kwargs: Any) -> Any:
+        self.busy += 1
+        self.most = max(self.most, self.busy)
+        try:
+            return await super().merge_patch(*args, **kwargs)
+        finally:
+            self.busy -= 1
+
+
+async def test_held_pods_are_annotated_a_bounded_few_at_once_and_a_failure_stops_none(
+    now: datetime,
+) -> None:
+    world = World([*cluster(), *held_job("huge", 20, now)], now)
+    api = Saying(0.001)
+    api.store = world.api.store
+    world.api = world.releaser.api = api
+    api.fail = lambda op, key: (
+        errors.ApiError("down") if (op, key[3]) == ("patch", "huge-worker-3") else None
+    )
+    (wait,) = await world.pass_()
+    assert wait["outcome"] == "held"
+    assert api.most == releaser.UNGATE_PARALLELISM
+    said = {
+        p["metadata"]["name"]
+        for p in world.pods("huge")
+        if p["metadata"]["annotations"].get(labels.HELD_WHY) == wait["detail"]
+    }
+    assert len(said) == 19 and "huge-worker-3" not in said
+    # The failed one is tried again on the next pass, and only it.
+    api.fail = twins.no_fault
+    calls = len(api.calls)
+    await world.pass_()
+    assert [c for c in api.calls[calls:] if c[0] == "patch"] == [("patch", "Pod", "huge-worker-3")]

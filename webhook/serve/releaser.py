@@ -9,16 +9,21 @@ held pod or a node comes: ``release.may_release``) — and, for each gang to rel
    leader that dies after this step leaves a record the next pass follows;
 2. reads each held pod and ungates it with one JSON Patch (``release.release_patch``: zone
    requirement in every term, ``podium.dev/zone`` label, annotations, gate removed behind a
-   ``test`` of the gate's index and of the pod's UID). A pod gone, recreated or already released
-   is skipped; a failed patch stops the gang for this pass: the next pass sees a record and a
-   released pod and completes the gang into that zone (``release.COMPLETED``), so no gang stays
-   half released.
+   ``test`` of the gate's index and of the pod's UID), ``UNGATE_PARALLELISM`` pods at a time
+   after a slow start (`_ungate`). A pod gone, recreated or already released is skipped; a failed
+   patch stops the gang for this pass (no new patch starts; those in flight finish): the next
+   pass sees a record and a released pod and completes the gang into that zone
+   (``release.COMPLETED``), so no gang stays half released.
 
 Each release is audited (``outcome: released``: zone, reason, pods, seconds held) and reported on
 the job (``GangReleased``, with ``ZonePinned``/``PolicyCreated`` for the objects written); each
 waiting gang is audited and reported (``GangHeld``) when its why changes. Metrics:
 ``podium_gangs_held``, ``podium_hold_seconds``, ``podium_releases_total{reason}``,
 ``podium_write_failures_total{source="releaser"}``.
+
+What the releaser remembers between passes (what it ungated and awaits the watch to show, what it
+said, the held pod counts) is one value, ``core.expectations.Expectations``, read and returned by
+each step of a pass.
 
 When podium is down, held pods simply wait: nothing else removes podium's gate. The next leader's
 first pass finds them in the view and releases them once a zone has room.
@@ -35,7 +40,8 @@ from datetime import datetime
 
 from webhook.core import audit, labels, release
 from webhook.core.audit import EffectEntry
-from webhook.core.objects import Obj
+from webhook.core.expectations import Expectations, HeldPod, PodKey
+from webhook.core.objects import Obj, metadata_of, name_of
 from webhook.core.policies import Manifest
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
@@ -51,6 +57,13 @@ WAKE_SETTLE_SECONDS = 0.2
 #: gang where it is; a watch that lags this long is a fault of its own, and the releaser must
 #: not stop with it.
 CATCH_UP_SECONDS = 30.0
+#: How many pods of a gang are being ungated (a GET and a PATCH each) at once, once the slow
+#: start is past. Kueue's TAS ungater bounds its parallel ungating the same way
+#: (``topology_ungater`` through ``pkg/util/parallelize``: 8 workers, 32 behind a feature gate).
+#: Not a setting: the API client runs each call in asyncio's default thread pool
+#: (``min(32, CPUs + 4)`` threads, 6 on 2 CPUs), which admissions share — a larger bound would
+#: only queue there, in front of admissions' calls.
+UNGATE_PARALLELISM = 8
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -59,17 +72,12 @@ class Releaser(loops.LeaderPass):
 
     #: Who released (``podium release``: the admin); podium's own user when empty.
     user: str = ""
-    #: Held pods per gang at the previous pass (``release.plan``'s ``stable``).
-    _counts: dict[str, int] = dataclasses.field(default_factory=dict, init=False)
-    #: The why last reported per waiting gang: a gang is reported again when it changes.
-    _whys: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
-    #: The why last written on each held pod (by UID), until the view shows it.
-    _said: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
+    #: What this replica remembers between passes: pods it ungated that the view still shows
+    #: gated, the why last reported per waiting gang and written on each held pod, the held pod
+    #: counts of the previous pass. Each step of a pass reads it and replaces it.
+    memory: Expectations = dataclasses.field(default_factory=Expectations, init=False)
     #: Set by `notice` when a watch event may let a held gang go: `run` passes at once.
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
-    #: Pods this replica ungated that the view still shows gated, as (namespace, name, UID),
-    #: with the monotonic time of the release.
-    _unseen: dict[tuple[str, str, str], float] = dataclasses.field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.user = self.user or self.settings.own_user
@@ -99,17 +107,14 @@ class Releaser(loops.LeaderPass):
         if not self._caught_up(view):
             return []
         now = self.clock()
-        planned = release.plan(view, self.settings, now=now, stable=self._counts)
+        planned = release.plan(view, self.settings, now=now, stable=self.memory.counts)
         entries = [await self.execute(r, now=now) for r in planned.releases]
         if woken:
             return entries
-        self._counts = dict(planned.counts)
-        for wait in planned.waits:
-            if self._whys.get(wait.held.key) != wait.why:
-                self._whys[wait.held.key] = wait.why
-                entries.append(self.write(_held_entry(wait, now)))
-        waiting = {w.held.key for w in planned.waits}
-        self._whys = {k: v for k, v in self._whys.items() if k in waiting}
+        self.memory, changed = self.memory.counted(planned.counts).report(
+            [(w.held.key, w.why) for w in planned.waits]
+        )
+        entries += [self.write(_held_entry(w, now)) for w in planned.waits if w.held.key in changed]
         await self._annotate(planned.waits)
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
@@ -119,45 +124,47 @@ class Releaser(loops.LeaderPass):
         """The view shows every pod this replica ungated as released (or gone). Until it does,
         the room those pods take is not counted and their gang may look undecided, so a pass
         waits for the next event or period rather than plan that room twice — for at most
-        ``CATCH_UP_SECONDS`` a pod."""
-        now = time.monotonic()
-        unseen = {}
-        for (namespace, name, uid), at in self._unseen.items():
-            pod = view.pod(namespace, name)
-            if pod is None or pod.uid != uid or not pod.gated:
-                continue
-            if now - at > CATCH_UP_SECONDS:
-                log.warning(
-                    "the view still shows %s/%s gated %.0f s after its release; planning anyway",
-                    namespace,
-                    name,
-                    now - at,
-                )
-                continue
-            unseen[namespace, name, uid] = at
-        self._unseen = unseen
-        return not unseen
+        ``CATCH_UP_SECONDS`` a pod (``Expectations.catch_up``)."""
+        caught = self.memory.catch_up(view, now=time.monotonic(), patience=CATCH_UP_SECONDS)
+        for pod, late in caught.overdue:
+            log.warning(
+                "the view still shows %s/%s gated %.0f s after its release; planning anyway",
+                pod.namespace,
+                pod.name,
+                late,
+            )
+        self.memory = caught.store
+        return caught.caught_up
 
     async def _annotate(self, waits: Sequence[release.Wait]) -> None:
         """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
-        whose annotation differs from the why, none when nothing changed. ``_said`` remembers
-        what was written until the watch shows it, so a lagging view causes no second write."""
-        said: dict[str, str] = {}
-        for wait in waits:
-            for pod in wait.held.held:
-                said[pod.uid] = wait.why
-                shown = pod.annotations.get(labels.HELD_WHY)
-                if wait.why in (shown, self._said.get(pod.uid)):
-                    continue
-                patch = {"metadata": {"annotations": {labels.HELD_WHY: wait.why}}}
+        whose annotation differs from the why, none when nothing changed. The memory keeps
+        what was written until the watch shows it, so a lagging view causes no second write
+        (``Expectations.to_say``, ``said_to``). ``UNGATE_PARALLELISM`` patches at once: each
+        pod's write stands alone, and one failing does not stop the others."""
+        held = [
+            HeldPod(p.namespace, p.name, p.uid, p.annotations.get(labels.HELD_WHY), wait.why)
+            for wait in waits
+            for p in wait.held.held
+        ]
+        failed: set[str] = set()
+        bound = asyncio.Semaphore(UNGATE_PARALLELISM)
+
+        async def say(pod: HeldPod) -> None:
+            patch = {"metadata": {"annotations": {labels.HELD_WHY: pod.why}}}
+            async with bound:
                 try:
                     await self.api.merge_patch("v1", "Pod", pod.namespace, pod.name, patch)
                 except errors.NotFound:
-                    continue
+                    return
                 except errors.ApiError as err:
                     log.warning("cannot say why %s waits: %s", pod.name, err)
-                    said[pod.uid] = self._said.get(pod.uid, "")
-        self._said = said
+                    failed.add(pod.uid)
+
+        async with asyncio.TaskGroup() as group:
+            for pod in self.memory.to_say(held):
+                group.create_task(say(pod))
+        self.memory = self.memory.said_to(held, failed=failed)
 
     async def execute(self, planned: release.Release, *, now: datetime) -> audit.AuditEntry:
         """Write the record and policy, then ungate the pods; the audit entry of how it went."""
@@ -170,9 +177,7 @@ class Releaser(loops.LeaderPass):
                 await self._record(planned, effects)
             for policy in planned.policies:
                 await self._create(policy, effects, replace=planned.replace)
-            for ref in planned.pods:
-                if await self._ungate(ref, planned):
-                    released.append(ref.name)
+            await self._ungate(planned, released)
         except errors.ApiError as err:
             error = str(err)
             log.warning("releasing %s stopped: %s", planned.held.gang.display, err)
@@ -220,7 +225,7 @@ class Releaser(loops.LeaderPass):
             "v1", "Pod", namespace=held.namespace, label_selector=f"{labels.JOB}={held.key}"
         )
         out = sorted(
-            str((p.get("metadata") or {}).get("name"))
+            name_of(p)
             for p in pods
             if not has_gate(p.get("spec") or {})
             and (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
@@ -241,18 +246,61 @@ class Releaser(loops.LeaderPass):
             written = await writer.create(self.api, manifest, optional=True)
         effects.append(written.effect())
 
-    async def _ungate(self, ref: release.PodRef, planned: release.Release) -> bool:
+    async def _ungate(self, planned: release.Release, released: list[str]) -> None:
+        """Release the gang's pods (`_ungate_pod`), adding the names released to ``released`` in
+        the plan's order. A slow start, as Kubernetes' ReplicaSet controller creates pods
+        (``slowStartBatch``), but as a window: one pod first, and each pod released lets one more
+        start, up to ``UNGATE_PARALLELISM`` at once — so a fault (an apiserver, a webhook
+        refusing the release) fails one or a few PATCHes rather than a gang's worth, and a
+        healthy apiserver sees the window double every round trip. The first failure stops new
+        pods from starting; those in flight finish (a request cut off would leave it unknown
+        whether its pod was ungated); then it is raised, as the one-by-one loop did."""
+        window = asyncio.Semaphore(1)
+        width = 1
+        done: dict[int, bool] = {}
+        failures: list[errors.ApiError] = []
+
+        async def one(i: int, ref: release.PodRef) -> None:
+            nonlocal width
+            try:
+                done[i] = await self._ungate_pod(ref, planned)
+                if width < UNGATE_PARALLELISM:
+                    width += 1
+                    window.release()
+            except errors.ApiError as err:
+                failures.append(err)
+            finally:
+                window.release()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for i, ref in enumerate(planned.pods):
+                    await window.acquire()
+                    if failures:
+                        break
+                    group.create_task(one(i, ref))
+        finally:
+            released.extend(ref.name for i, ref in enumerate(planned.pods) if done.get(i))
+        if failures:
+            raise failures[0]
+
+    async def _ungate_pod(self, ref: release.PodRef, planned: release.Release) -> bool:
         """Release one pod; False when there is nothing to release (gone, recreated with
-        another UID, or no longer carrying podium's gate)."""
+        another UID, or no longer carrying podium's gate). The GET stays: the patch is computed
+        from the pod's whole ``spec.affinity`` (its pod affinities too) and the gate's index in
+        ``schedulingGates``, neither of which the view keeps (a ``PodSummary``: the required
+        node terms and tolerations only); a patch built from the view could write an affinity
+        without the pod's own parts. Its ``test`` ops (the gate's index, the UID) guard the rest."""
         try:
             pod = await self.api.get("v1", "Pod", ref.namespace, ref.name)
         except errors.NotFound:
             return False
-        if (pod.get("metadata") or {}).get("uid") != ref.uid or not has_gate(pod.get("spec") or {}):
+        if metadata_of(pod).get("uid") != ref.uid or not has_gate(pod.get("spec") or {}):
             return False
         patch = release.release_patch(pod, planned, self.settings)
         await self.api.json_patch("v1", "Pod", ref.namespace, ref.name, patch)
-        self._unseen[ref.namespace, ref.name, ref.uid] = time.monotonic()
+        key = PodKey(ref.namespace, ref.name, ref.uid)
+        self.memory = self.memory.ungate([key], at=time.monotonic())
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
