@@ -257,8 +257,9 @@ def serving(server: Podium, *, unregister: bool = False) -> Iterator[Podium]:
 
 @contextlib.contextmanager
 def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
-    """A namespace with podium enabled; deleted afterwards and waited for, so the GPUs its pods
-    held are free again for the next test."""
+    """A namespace with podium enabled; deleted afterwards, emptied and waited for, so the GPUs
+    its pods held are free again for the next test and nothing of it is left in podium's view
+    (the empty namespace goes a few seconds later)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.request(
         "POST",
@@ -272,7 +273,7 @@ def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        cluster.delete_namespace(name)
+        cluster.delete_namespace(name, gone=False)
 
 
 def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, Any]]:

@@ -293,13 +293,16 @@ class LocalCluster(StartStop):
         """Create a namespace and wait until pods can be made in it."""
         objects.create_namespace(self.api, self.wait_for, name, labels)
 
-    def delete_namespace(self, name: str, *, timeout: float = 120.0) -> None:
-        """Delete a namespace (one already gone is fine) and wait until it is gone."""
-        objects.delete_namespace(self.api, self.wait_for, name, timeout=timeout)
+    def delete_namespace(self, name: str, *, timeout: float = 120.0, gone: bool = True) -> None:
+        """Delete a namespace (one already gone is fine), empty it and wait until it is empty
+        and, with ``gone``, gone (`objects.delete_namespaces`)."""
+        objects.delete_namespace(self.api, self.wait_for, name, timeout=timeout, gone=gone)
 
-    def delete_namespaces(self, names: Sequence[str], *, timeout: float = 120.0) -> None:
-        """Delete namespaces side by side and wait until all are gone."""
-        objects.delete_namespaces(self.api, self.wait_for, names, timeout=timeout)
+    def delete_namespaces(
+        self, names: Sequence[str], *, timeout: float = 120.0, gone: bool = True
+    ) -> None:
+        """`delete_namespace` for several, side by side."""
+        objects.delete_namespaces(self.api, self.wait_for, names, timeout=timeout, gone=gone)
 
     def create_fake_nodes(
         self,
