@@ -97,6 +97,13 @@ class Podium:
         return f"https://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> None:
+        """`launch`, then `wait_ready`."""
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start ``podium serve`` without waiting for it (`wait_ready`): several replicas start
+        side by side."""
         args = [
             sys.executable,
             "-m",
@@ -128,12 +135,17 @@ class Podium:
             cwd=REPO,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the launched process answers ``/readyz``; stop it and raise if it exits or
+        ``timeout`` passes first."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while not self.ready():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"podium serve did not become ready:\n{self.log_tail()}")
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     def ready(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.cluster.ca_file))

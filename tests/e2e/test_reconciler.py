@@ -63,8 +63,10 @@ def pair(
     try:
         for name in ("a", "b"):
             server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"), config=config)
-            server.start()
+            server.launch()
             servers.append(server)
+        for server in servers:
+            server.wait_ready()
         servers[0].register()
         servers[0].wait_until_called()
         yield servers
