@@ -97,6 +97,13 @@ class Podium:
         return f"https://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> None:
+        """`launch`, then `wait_ready`."""
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start ``podium serve`` without waiting for it (`wait_ready`): several replicas start
+        side by side."""
         args = [
             sys.executable,
             "-m",
@@ -128,12 +135,17 @@ class Podium:
             cwd=REPO,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the launched process answers ``/readyz``; stop it and raise if it exits or
+        ``timeout`` passes first."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while not self.ready():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"podium serve did not become ready:\n{self.log_tail()}")
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     def ready(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
@@ -257,8 +269,9 @@ def serving(server: Podium, *, unregister: bool = False) -> Iterator[Podium]:
 
 @contextlib.contextmanager
 def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
-    """A namespace with podium enabled; deleted afterwards and waited for, so the GPUs its pods
-    held are free again for the next test."""
+    """A namespace with podium enabled; deleted afterwards, emptied and waited for, so the GPUs
+    its pods held are free again for the next test and nothing of it is left in podium's view
+    (the empty namespace goes a few seconds later)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.request(
         "POST",
@@ -272,7 +285,7 @@ def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        cluster.delete_namespace(name)
+        cluster.delete_namespace(name, gone=False)
 
 
 def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, Any]]:

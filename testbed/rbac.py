@@ -7,6 +7,7 @@ write the chart does not allow is refused by the apiserver (403), as in a real c
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,13 @@ TOKEN_SECONDS = 3600
 def render(*, namespace: str, values: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The chart's ServiceAccount and RBAC for a release in ``namespace``; ``values``: ``--set``
     arguments (``rbac.scope=namespaced``)."""
+    return [doc for doc in yaml.safe_load_all(_rendered(namespace, tuple(values))) if doc]
+
+
+@functools.cache
+def _rendered(namespace: str, values: tuple[str, ...]) -> str:
+    """``helm template``'s output, once per test run for each namespace and values: every test
+    that starts podium renders the same few (each caller parses its own copy)."""
     command = [str(helm_binary()), "template", "podium", str(CHART), "--namespace", namespace]
     command += ["--kube-version", KUBE_VERSION]
     for template in TEMPLATES:
@@ -39,7 +47,7 @@ def render(*, namespace: str, values: Sequence[str] = ()) -> list[dict[str, Any]
     for value in values:
         command += ["--set", value]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return result.stdout
 
 
 def install(cluster: LocalCluster, objects: Sequence[dict[str, Any]]) -> None:

@@ -64,6 +64,10 @@ __all__ = [
 ]
 
 
+#: `LocalCluster.wait_for`'s first and longest pause between two polls, in seconds.
+_FIRST_POLL, _POLL = 0.01, 0.25
+
+
 class LocalCluster(StartStop):
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on 127.0.0.1.
 
@@ -249,13 +253,17 @@ class LocalCluster(StartStop):
         return self.components.metrics(self.api, component, timeout=timeout)
 
     def wait_for(self, what: str, predicate: Callable[[], bool], *, timeout: float = 60.0) -> None:
-        """Poll ``predicate`` until true; on timeout raise with the component logs' tails."""
+        """Poll ``predicate`` until true, first every 10 ms, then less often, at least every
+        0.25 s (most waits end within a fraction of a second); on timeout raise with the
+        component logs' tails."""
         deadline = time.monotonic() + timeout
+        pause = _FIRST_POLL
         while not predicate():
             if time.monotonic() > deadline:
                 tails = self.components.tails(15)
                 raise ControlPlaneError(f"timed out after {timeout}s waiting for {what}\n{tails}")
-            time.sleep(0.25)
+            time.sleep(pause)
+            pause = min(2 * pause, _POLL)
 
     def kubectl(
         self,
@@ -285,9 +293,16 @@ class LocalCluster(StartStop):
         """Create a namespace and wait until pods can be made in it."""
         objects.create_namespace(self.api, self.wait_for, name, labels)
 
-    def delete_namespace(self, name: str, *, timeout: float = 120.0) -> None:
-        """Delete a namespace (one already gone is fine) and wait until it is gone."""
-        objects.delete_namespace(self.api, self.wait_for, name, timeout=timeout)
+    def delete_namespace(self, name: str, *, timeout: float = 120.0, gone: bool = True) -> None:
+        """Delete a namespace (one already gone is fine), empty it and wait until it is empty
+        and, with ``gone``, gone (`objects.delete_namespaces`)."""
+        objects.delete_namespace(self.api, self.wait_for, name, timeout=timeout, gone=gone)
+
+    def delete_namespaces(
+        self, names: Sequence[str], *, timeout: float = 120.0, gone: bool = True
+    ) -> None:
+        """`delete_namespace` for several, side by side."""
+        objects.delete_namespaces(self.api, self.wait_for, names, timeout=timeout, gone=gone)
 
     def create_fake_nodes(
         self,

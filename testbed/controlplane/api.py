@@ -78,12 +78,13 @@ class Api:
         query: Mapping[str, str] | None = None,
         content_type: str = _JSON,
         timeout: float | None = 30.0,
+        accept: str = _JSON,
     ) -> urllib3.BaseHTTPResponse:
         """Send one request; the unread response after a 2xx status (a watch streams from it).
 
         Raises `ApiError` for another status and `ConnectionError` when there is no answer.
         """
-        headers = {"Accept": _JSON}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         with contextlib.ExitStack() as stack:
@@ -121,9 +122,18 @@ class Api:
         content_type: str = _JSON,
         parse: bool = True,
         timeout: float = 30.0,
+        accept: str = _JSON,
     ) -> Any:
         """One request; the decoded JSON answer (or its text, ``parse=False``)."""
-        raw = self.open(method, path, body, query=query, content_type=content_type, timeout=timeout)
+        raw = self.open(
+            method,
+            path,
+            body,
+            query=query,
+            content_type=content_type,
+            timeout=timeout,
+            accept=accept,
+        )
         try:
             text = raw.read().decode(errors="replace")
         except urllib3.exceptions.HTTPError as error:

@@ -20,14 +20,22 @@ __all__ = [
     "create_fake_nodes",
     "create_namespace",
     "delete_namespace",
+    "delete_namespaces",
     "fake_node",
     "install_crds",
+    "namespaced_collections",
     "node_ready",
 ]
 
 #: ``wait(what, predicate, timeout=...)``: poll until true, raise on timeout.
 Wait = Callable[..., None]
 _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_FORCE = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+#: libyaml's safe loader where PyYAML has it: the CRDs are large (up to 1.3 MB each), and the
+#: pure-Python loader takes over a second for each on a busy machine, libyaml a tenth of that.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: Aggregated discovery: every group, version and resource in one answer.
+_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
 def create_namespace(
@@ -46,16 +54,92 @@ def create_namespace(
     )
 
 
-def delete_namespace(api: Api, wait: Wait, name: str, *, timeout: float = 120.0) -> None:
-    """Delete a namespace (one already gone is fine) and wait until it is gone, so what its
-    pods held (fake GPUs, PodGroup finalizers) is free again for the next test."""
-    path = f"/api/v1/namespaces/{name}"
-    try:
-        api.request("DELETE", path)
-    except ApiError as error:
-        if error.status != 404:
+def delete_namespace(
+    api: Api, wait: Wait, name: str, *, timeout: float = 120.0, gone: bool = True
+) -> None:
+    """Delete a namespace (one already gone is fine) and wait until it is empty, so what its
+    pods held (fake GPUs, PodGroup finalizers) is free again for the next test; with ``gone``,
+    also until the namespace itself is gone (`delete_namespaces`)."""
+    delete_namespaces(api, wait, [name], timeout=timeout, gone=gone)
+
+
+def delete_namespaces(
+    api: Api, wait: Wait, names: Sequence[str], *, timeout: float = 120.0, gone: bool = True
+) -> None:
+    """Delete namespaces (those already gone are fine), empty them and wait until they are
+    empty; with ``gone``, also until the namespaces themselves are gone.
+
+    Emptying is what the namespace controller does, without its waits: every namespaced
+    resource served is deleted as a collection (`namespaced_collections`), pods with grace
+    period 0 (as ``kubectl delete --force`` does: there is no kubelet to wait for), after the
+    namespace, which then takes no new objects; then objects held by a finalizer are waited for.
+    The controller looks at a deleted namespace only 5 s after its deletion (and, finding a pod
+    not finished, again after half its termination grace period: 16 s by default); an emptied
+    namespace is gone some 5 s after, which only ``gone`` waits for."""
+    paths = [f"/api/v1/namespaces/{name}" for name in names]
+    for path in paths:
+        try:
+            api.request("DELETE", path)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+    collections = namespaced_collections(api)
+    held = [held for name in names for held in _empty(api, name, collections)]
+    wait(
+        f"{len(held)} objects in namespaces {list(names)} to pass their finalizers",
+        lambda: not any(api.exists(path) for path in held),
+        timeout=timeout,
+    )
+    if gone:
+        wait(
+            f"namespaces {list(names)} to be deleted",
+            lambda: not any(api.exists(path) for path in paths),
+            timeout=timeout,
+        )
+
+
+def namespaced_collections(api: Api) -> list[str]:
+    """The path of every namespaced resource the apiserver serves that can be deleted as a
+    collection, in its group's preferred version, with ``{namespace}`` to fill in:
+    ``/api/v1/namespaces/{namespace}/pods``, ... (one aggregated discovery request per root)."""
+    found: list[str] = []
+    for root in ("/api", "/apis"):
+        discovery = api.request("GET", root, accept=_DISCOVERY)
+        if discovery.get("kind") != "APIGroupDiscoveryList":
+            raise ControlPlaneError(f"GET {root}: no aggregated discovery: {discovery.get('kind')}")
+        for group in discovery["items"]:
+            preferred = group["versions"][0]
+            name = group["metadata"].get("name")
+            prefix = "/".join(filter(None, (root, name, preferred["version"])))
+            found += [
+                f"{prefix}/namespaces/{{namespace}}/{resource['resource']}"
+                for resource in preferred.get("resources") or []
+                if resource.get("scope") == "Namespaced"
+                and "deletecollection" in resource.get("verbs", [])
+            ]
+    return found
+
+
+def _empty(api: Api, namespace: str, collections: Sequence[str]) -> list[str]:
+    """Delete every object of ``collections`` in ``namespace``, pods first and at once; the
+    paths of those a finalizer keeps."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    held: list[str] = []
+    for path in sorted(
+        (c.format(namespace=namespace) for c in collections), key=lambda p: p != pods
+    ):
+        try:
+            deleted = api.request("DELETE", path, _FORCE if path == pods else None)
+        except ApiError as error:
+            if error.status in (404, 405):  # a CRD deleted since discovery, or no such verb
+                continue
             raise
-    wait(f"namespace {name} to be deleted", lambda: not api.exists(path), timeout=timeout)
+        held += [
+            f"{path}/{item['metadata']['name']}"
+            for item in (deleted or {}).get("items") or []
+            if item["metadata"].get("finalizers")
+        ]
+    return held
 
 
 def fake_node(name: str, zone: str, gpus: int) -> dict[str, Any]:
@@ -133,7 +217,7 @@ def install_crds(
     Returns the CRD names."""
     names: list[str] = []
     for path in paths:
-        for document in yaml.safe_load_all(Path(path).read_text()):
+        for document in yaml.load_all(Path(path).read_text(), Loader=_SAFE_LOADER):
             if not document:
                 continue
             if document.get("kind") != "CustomResourceDefinition":

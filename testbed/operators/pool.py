@@ -84,10 +84,11 @@ class OperatorPool:
 def fresh_namespace(
     cluster: LocalCluster, name: str, *, wait_deleted: float = 120.0
 ) -> Iterator[str]:
-    """A new namespace, deleted afterwards; waits (up to ``wait_deleted`` s) until it is gone,
-    so the fake GPUs its pods held are free for the next one."""
+    """A new namespace, deleted afterwards; waits (up to ``wait_deleted`` s) until it is empty,
+    so the fake GPUs its pods held are free for the next one (the empty namespace goes a few
+    seconds later)."""
     cluster.create_namespace(name)
     try:
         yield name
     finally:
-        cluster.delete_namespace(name, timeout=wait_deleted)
+        cluster.delete_namespace(name, timeout=wait_deleted, gone=False)

@@ -147,8 +147,10 @@ def two_processes(
     try:
         for name in ("one", "two"):
             server = Podium(local_cluster, tmp_path_factory.mktemp(f"race-{name}"), config=PIN)
-            server.start()
+            server.launch()
             servers.append(server)
+        for server in servers:
+            server.wait_ready()
         yield servers
     finally:
         for server in servers:

@@ -316,7 +316,16 @@ def test_workers_follow_a_coordinator_already_running(local_cluster: LocalCluste
             == "Running"
         ),
     )
-    time.sleep(1)  # let podium's watch see it
+    # Until podium's watch has the running master, a worker would be placed by fit alone: ask
+    # (a server-side dry run, which creates nothing) until podium follows the master.
+    local_cluster.wait_for(
+        "podium's watch to see the running master",
+        lambda: (
+            create(local_cluster, workers[0], dry_run=True)["metadata"]["annotations"][REASON]
+            == "coordinator-placed"
+        ),
+        timeout=30,
+    )
     created = create_concurrently(local_cluster, workers)
     # The first worker decides from the running coordinator; a later one may already find the
     # record that decision wrote.

@@ -63,8 +63,10 @@ def pair(
     try:
         for name in ("a", "b"):
             server = Podium(local_cluster, tmp_path_factory.mktemp(f"podium-{name}"), config=config)
-            server.start()
+            server.launch()
             servers.append(server)
+        for server in servers:
+            server.wait_ready()
         servers[0].register()
         servers[0].wait_until_called()
         yield servers
@@ -211,7 +213,16 @@ def test_an_unpinned_pod_gets_its_nodes_zone_once_bound_and_the_zone_its_policy(
     each with its node's zone — a patch by podium's own user, which podium's UPDATE guard lets
     through for exactly that value — and creates each zone's policy."""
     job = pytorchjob(local_cluster, ns, "unpinned", workers=20)  # 168 GPUs: no zone fits
-    pods = create_concurrently(local_cluster, pytorch_pods(job, workers=1, gpus=0))
+    sent = pytorch_pods(job, workers=1, gpus=0)
+    # The gang's size comes from the job: a podium that has not seen it yet (nor read it in its
+    # time budget, on a loaded machine) sizes the gang by these CPU pods, and pins them. Ask (a
+    # server-side dry run, which creates nothing) until podium knows the job.
+    local_cluster.wait_for(
+        "podium to know the job's size",
+        lambda: ZONE not in create(local_cluster, sent[0], dry_run=True)["metadata"]["labels"],
+        timeout=30,
+    )
+    pods = create_concurrently(local_cluster, sent)
     assert all(ZONE not in p["metadata"]["labels"] for p in pods)
     zones = wait_bound(local_cluster, ns, [p["metadata"]["name"] for p in pods])
 

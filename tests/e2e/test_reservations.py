@@ -139,11 +139,21 @@ def test_a_finished_jobs_zone_takes_the_next_gang_at_once_and_doctor_flags_a_stu
             ),
             timeout=90,
         )
-        time.sleep(1)  # podium's watch sees them finish
         # Well within reservation-seconds (600), a PyTorchJob of 8 × 8 GPUs, which only zone-c
         # can hold: its finished pods need no room, so zone-c fits, and best.
         job = pytorchjob(local_cluster, ns, "next", workers=7)
-        placed = create_concurrently(local_cluster, pytorch_pods(job, workers=7))
+        pods = pytorch_pods(job, workers=7)
+        # Until podium's watch has the JobSet's pods finished, zone-c looks full: ask (a
+        # server-side dry run, which creates nothing) until podium sees the room.
+        local_cluster.wait_for(
+            "podium's watch to see the JobSet's pods finished",
+            lambda: (
+                create(local_cluster, pods[0], dry_run=True)["metadata"]["annotations"][ZONE]
+                == "zone-c"
+            ),
+            timeout=30,
+        )
+        placed = create_concurrently(local_cluster, pods)
         assert {p["metadata"]["annotations"][ZONE] for p in placed} == {"zone-c"}
         reasons = {p["metadata"]["annotations"][REASON] for p in placed}
         assert "best-fit" in reasons and reasons <= {"best-fit", "recorded"}, reasons

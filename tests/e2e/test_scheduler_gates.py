@@ -53,7 +53,7 @@ def gang_ns(gang_cluster: LocalCluster) -> Iterator[str]:
     name = f"gang-{uuid.uuid4().hex[:6]}"
     gang_cluster.create_namespace(name)
     yield name
-    gang_cluster.delete_namespace(name)
+    gang_cluster.delete_namespace(name, gone=False)
 
 
 def podgroup(name: str, min_count: int) -> dict[str, Any]:

@@ -91,8 +91,7 @@ def shadow_namespaces(local_cluster: LocalCluster, podium: Podium) -> Iterator[t
     try:
         yield names
     finally:
-        for name in names:
-            local_cluster.delete_namespace(name)
+        local_cluster.delete_namespaces(names, gone=False)
 
 
 def gang(cluster: LocalCluster, ns: str, name: str) -> list[dict[str, Any]]:
