@@ -101,9 +101,11 @@ class Podium:
         self.launch()
         self.wait_ready(timeout)
 
-    def launch(self) -> None:
-        """Start ``podium serve`` without waiting for it (`wait_ready`): several replicas start
-        side by side."""
+    #: What `wait_ready` calls the process when it fails to start.
+    name = "podium serve"
+
+    def command(self) -> list[str]:
+        """The command line `launch` runs (``podium serve`` on this cluster's files)."""
         args = [
             sys.executable,
             "-m",
@@ -127,9 +129,14 @@ class Podium:
         if self.config:
             (self.work_dir / "podium.yaml").write_text(self.config)
             args += ["--config", str(self.work_dir / "podium.yaml")]
+        return args
+
+    def launch(self) -> None:
+        """Start `command` without waiting for it (`wait_ready`): several replicas start side by
+        side."""
         self._log = self.log_file.open("ab")
         self.process = subprocess.Popen(
-            args,
+            self.command(),
             stdout=self.stdout,
             stderr=self._log,
             cwd=REPO,
@@ -144,7 +151,7 @@ class Podium:
         while not self.ready():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"podium serve did not become ready:\n{self.log_tail()}")
+                raise RuntimeError(f"{self.name} did not become ready:\n{self.log_tail()}")
             time.sleep(0.1)
 
     def ready(self) -> bool:

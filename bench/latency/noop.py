@@ -9,21 +9,19 @@ podium does with a review."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from testbed.controlplane import LocalCluster
-from testbed.paths import REPO
 from testbed.podium import Podium
 
 
 class NoOpWebhook(Podium):
     """`Podium`'s set-up and registration around the no-op server instead of ``podium serve``;
     `audit_records` are the reviews it answered (namespace, uid, outcome ``allowed``)."""
+
+    name = "the no-op webhook"
 
     def __init__(self, cluster: LocalCluster, work_dir: Path) -> None:
         # chart_rbac=None: the no-op reads nothing from the cluster, so it needs no account.
@@ -47,22 +45,6 @@ class NoOpWebhook(Podium):
             "--certs",
             str(self.certs_dir),
         ]
-
-    def start(self, timeout: float = 60.0) -> None:
-        self._log = self.log_file.open("ab")
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
-            cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        deadline = time.monotonic() + timeout
-        while not self.ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the no-op webhook did not become ready:\n{self.log_tail()}")
-            time.sleep(0.2)
 
     def audit_records(self) -> list[dict[str, Any]]:
         answered: list[dict[str, Any]] = json.loads(self.get("/answered"))
