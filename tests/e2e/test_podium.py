@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,19 @@ def create(cluster: LocalCluster, obj: dict[str, Any], *, dry_run: bool = False)
         "POST", collection(obj["apiVersion"], obj["kind"], meta["namespace"]), obj, query=query
     )
     return created
+
+
+def until_podium_would(
+    cluster: LocalCluster,
+    pod: dict[str, Any],
+    what: str,
+    answer: Callable[[dict[str, Any]], bool],
+    timeout: float = 30,
+) -> None:
+    """Ask podium about ``pod`` (a server-side dry run, which creates nothing) until ``answer``
+    holds for the pod as podium would admit it: the wait for podium's watch to have seen what
+    the test set up, instead of a sleep."""
+    cluster.wait_for(what, lambda: answer(create(cluster, pod, dry_run=True)), timeout=timeout)
 
 
 def listed(
@@ -318,13 +331,11 @@ def test_workers_follow_a_coordinator_already_running(local_cluster: LocalCluste
     )
     # Until podium's watch has the running master, a worker would be placed by fit alone: ask
     # (a server-side dry run, which creates nothing) until podium follows the master.
-    local_cluster.wait_for(
+    until_podium_would(
+        local_cluster,
+        workers[0],
         "podium's watch to see the running master",
-        lambda: (
-            create(local_cluster, workers[0], dry_run=True)["metadata"]["annotations"][REASON]
-            == "coordinator-placed"
-        ),
-        timeout=30,
+        lambda got: got["metadata"]["annotations"][REASON] == "coordinator-placed",
     )
     created = create_concurrently(local_cluster, workers)
     # The first worker decides from the running coordinator; a later one may already find the

@@ -25,6 +25,7 @@ from .test_podium import (
     podium_objects,
     pytorch_pods,
     pytorchjob,
+    until_podium_would,
     wait_bound,
 )
 
@@ -217,10 +218,11 @@ def test_an_unpinned_pod_gets_its_nodes_zone_once_bound_and_the_zone_its_policy(
     # The gang's size comes from the job: a podium that has not seen it yet (nor read it in its
     # time budget, on a loaded machine) sizes the gang by these CPU pods, and pins them. Ask (a
     # server-side dry run, which creates nothing) until podium knows the job.
-    local_cluster.wait_for(
+    until_podium_would(
+        local_cluster,
+        sent[0],
         "podium to know the job's size",
-        lambda: ZONE not in create(local_cluster, sent[0], dry_run=True)["metadata"]["labels"],
-        timeout=30,
+        lambda got: ZONE not in got["metadata"]["labels"],
     )
     pods = create_concurrently(local_cluster, sent)
     assert all(ZONE not in p["metadata"]["labels"] for p in pods)

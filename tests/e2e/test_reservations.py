@@ -28,6 +28,7 @@ from .test_podium import (
     pytorch_pods,
     pytorchjob,
     serving,
+    until_podium_would,
     wait_bound,
     wait_until_no_gpu_is_taken,
 )
@@ -145,13 +146,11 @@ def test_a_finished_jobs_zone_takes_the_next_gang_at_once_and_doctor_flags_a_stu
         pods = pytorch_pods(job, workers=7)
         # Until podium's watch has the JobSet's pods finished, zone-c looks full: ask (a
         # server-side dry run, which creates nothing) until podium sees the room.
-        local_cluster.wait_for(
+        until_podium_would(
+            local_cluster,
+            pods[0],
             "podium's watch to see the JobSet's pods finished",
-            lambda: (
-                create(local_cluster, pods[0], dry_run=True)["metadata"]["annotations"][ZONE]
-                == "zone-c"
-            ),
-            timeout=30,
+            lambda got: got["metadata"]["annotations"][ZONE] == "zone-c",
         )
         placed = create_concurrently(local_cluster, pods)
         assert {p["metadata"]["annotations"][ZONE] for p in placed} == {"zone-c"}
