@@ -86,6 +86,8 @@ class Decision:
         """Every object to create, in the order to create them: the record first, so that of two
         replicas racing for a gang the loser learns the winner's zone (``serve.effects``) before
         it writes anything else; then the PodGroup, which the pod names; then the policy."""
+        if self.record is None and self.podgroup is None and self.policy is None:
+            return ()  # a later pod's decision: asked at every admission
         return tuple(m for m in (self.record, self.podgroup, self.policy) if m is not None)
 
     def audit_annotations(self) -> dict[str, str]:

@@ -51,15 +51,18 @@ def as_list(value: object) -> Sequence[Any]:
 
 
 def metadata_of(obj: object) -> Mapping[str, Any]:
-    """The object's ``metadata``: an empty mapping when it is missing or not a mapping."""
-    return as_mapping(as_mapping(obj).get("metadata"))
+    """The object's ``metadata``: an empty mapping when it is missing or not a mapping. (Read at
+    every admission several times: parsed JSON's plain dicts take the short way.)"""
+    meta = obj.get("metadata") if type(obj) is dict else as_mapping(obj).get("metadata")
+    return meta if type(meta) is dict else as_mapping(meta)
 
 
 def _strings(value: object) -> Mapping[str, str]:
     values = as_mapping(value)
-    if all(type(k) is str and type(v) is str for k, v in values.items()):
-        return values
-    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+    for k, v in values.items():  # a loop, not all(genexpr): this runs at every admission
+        if type(k) is not str or type(v) is not str:
+            return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+    return values
 
 
 def name_of(obj: object) -> str:

@@ -131,11 +131,12 @@ class Admitter:
         decision = engine.decide(request, view, self.settings, now=now, scheduler=self.scheduler())
         results: list[audit.EffectEntry] = []
         warnings = list(decision.warnings)
+        to_create = decision.to_create
         if decision.shadow_of is not None:
             results = _not_created(decision.shadow_of.to_create, "shadow")
-        elif decision.to_create and request.dry_run:
-            results = _not_created(decision.to_create, "dry-run")
-        elif decision.to_create:
+        elif to_create and request.dry_run:
+            results = _not_created(to_create, "dry-run")
+        elif to_create:
             if self.api is None:
                 return self._fail_open(
                     request, decision, started=started, now=now, why="no Kubernetes API configured"
