@@ -285,12 +285,20 @@ def _one_record_and_policy(cluster: LocalCluster, namespace: str, zone: str) -> 
     assert objects["ConfigMap"][0]["data"]["zone"] == zone
 
 
-def _recorded_audit(podium: Podium, namespace: str, pod: str) -> list[dict[str, Any]]:
-    return [
-        r
-        for r in podium.audit_records()
-        if r.get("namespace") == namespace and r.get("pod") == pod and r.get("reason") == "recorded"
-    ]
+def _wait_recorded_audit(cluster: LocalCluster, podium: Podium, namespace: str, pod: str) -> None:
+    """podium's audit trail has the pod's admission with reason ``recorded``. Waited for: podium
+    writes its audit file from a background thread a moment after it answers, so an entry may
+    not be on disk yet when the pod it admitted is already bound."""
+
+    def recorded() -> bool:
+        return any(
+            r.get("namespace") == namespace
+            and r.get("pod") == pod
+            and r.get("reason") == "recorded"
+            for r in podium.audit_records()
+        )
+
+    cluster.wait_for(f"podium's audit entry 'recorded' for {pod}", recorded, timeout=30)
 
 
 @needs("trainingoperator")
@@ -330,7 +338,7 @@ def test_a_worker_the_operator_recreates_follows_the_record(
         print(name, old_uid, "->", again["metadata"]["uid"], again["spec"]["nodeName"])
         assert _check_pinned(again, node_zones) == zone
         assert again["metadata"]["annotations"][REASON] == "recorded"
-        assert _recorded_audit(podium_beside_operators, namespace, name), name
+        _wait_recorded_audit(cluster, podium_beside_operators, namespace, name)
         _one_record_and_policy(cluster, namespace, zone)
         _delete_job_and_wait_cleaned_up(cluster, seen)
 
@@ -373,6 +381,6 @@ def test_an_elastic_job_scaled_from_2_to_4_workers_stays_in_its_zone(
         assert len(added) == 2, sorted(workers)
         for name in added:
             assert workers[name]["metadata"]["annotations"][REASON] == "recorded", name
-            assert _recorded_audit(podium_beside_operators, namespace, name), name
+            _wait_recorded_audit(cluster, podium_beside_operators, namespace, name)
         _one_record_and_policy(cluster, namespace, zone)
         _delete_job_and_wait_cleaned_up(cluster, seen)
