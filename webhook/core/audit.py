@@ -17,7 +17,7 @@ Metrics and Events read the same typed entry.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
@@ -197,7 +197,7 @@ def build(
         reason=reason or (decision.reason if decision else "error"),
         detail=detail if detail is not None else (decision.detail if decision else ""),
         zone=decision.zone if decision and not outcome else None,
-        capacity=[c.as_dict() for c in decision.capacity] if decision else [],
+        capacity=(c.as_dict() for c in decision.capacity) if decision else (),
         patch=decision.patch if decision and not outcome else (),
         effects=effects,
         warnings=warnings,
@@ -346,7 +346,7 @@ def _entry(
     user: str = "",
     job: JobRef | None = None,
     zone: str | None = None,
-    capacity: Sequence[dict[str, Any]] = (),
+    capacity: Iterable[dict[str, Any]] = (),
     patch: Sequence[Mapping[str, Any]] = (),
     effects: Sequence[EffectEntry] = (),
     warnings: Sequence[str] = (),
