@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from datetime import datetime
 
 import pytest
@@ -177,3 +178,102 @@ async def test_podgroups_not_served_is_a_warning(now: datetime) -> None:
     applied = await effects.ensure(grouped_decision(now), api)
     assert ("PodGroup", "skipped-crd-missing") in outcomes(applied)
     assert any("does not serve" in w for w in applied.warnings)
+
+
+# -- one replica's concurrent admissions of a new gang (Shared) ---------------------------------
+
+
+def other_zone_decision(decision: Decision) -> Decision:
+    """``decision`` as a concurrent admission that chose another zone would make it."""
+    assert decision.record is not None and decision.zone is not None
+    other = next(z for z in ("zone-a", "zone-b", "zone-c") if z != decision.zone)
+    record = copy.deepcopy(decision.record)
+    record["data"]["zone"] = other
+    return dataclasses.replace(decision, record=record, zone=other)
+
+
+async def test_concurrent_admissions_of_a_gang_create_each_object_once(now: datetime) -> None:
+    api = twins.InMemoryApi(delay=0.01)
+    shared = effects.Shared()
+    decision = first_pod_decision(now)
+    answers = await asyncio.gather(*(effects.ensure(decision, api, shared) for _ in range(8)))
+    assert sorted(c[:2] for c in api.calls) == [
+        ("create", "CiliumNetworkPolicy"),
+        ("create", "ConfigMap"),
+    ]
+    assert outcomes(answers[0]) == [("ConfigMap", "created"), ("CiliumNetworkPolicy", "created")]
+    for later in answers[1:]:  # what a 409 would have said, without asking
+        assert outcomes(later) == [("ConfigMap", "exists"), ("CiliumNetworkPolicy", "exists")]
+        assert later.followed is None
+
+
+async def test_a_concurrent_decision_for_another_zone_follows_the_first_without_asking(
+    now: datetime,
+) -> None:
+    api = twins.InMemoryApi(delay=0.01)
+    shared = effects.Shared()
+    first = first_pod_decision(now)
+    created, followed = await asyncio.gather(
+        effects.ensure(first, api, shared), effects.ensure(other_zone_decision(first), api, shared)
+    )
+    assert outcomes(created)[0] == ("ConfigMap", "created")
+    assert outcomes(followed) == [("ConfigMap", "followed")]
+    assert followed.followed is not None and followed.followed.zone == first.zone
+    assert len(api.calls) == 2  # the first's record and policy
+
+
+async def test_a_shared_create_is_forgotten_after_its_seconds(now: datetime) -> None:
+    clock = [0.0]
+    api = twins.InMemoryApi()
+    shared = effects.Shared(seconds=2.0, clock=lambda: clock[0])
+    decision = first_pod_decision(now)
+    await effects.ensure(decision, api, shared)
+    await api.delete("cilium.io/v2", "CiliumNetworkPolicy", *policy_place(decision))
+    clock[0] = 1.5  # still shared: the delete is not seen
+    assert outcomes(await effects.ensure(decision, api, shared))[1] == (
+        "CiliumNetworkPolicy",
+        "exists",
+    )
+    clock[0] = 3.5  # the watch has shown it by now, and its deletion
+    again = await effects.ensure(decision, api, shared)
+    assert outcomes(again) == [("ConfigMap", "exists"), ("CiliumNetworkPolicy", "created")]
+
+
+async def test_after_a_failed_create_the_waiting_admission_writes_itself(now: datetime) -> None:
+    api = twins.InMemoryApi(delay=0.01)
+    failed = [False]
+
+    def once(op: str, key: tuple[str, str, str, str]) -> errors.ApiError | None:
+        if op == "create" and key[1] == "ConfigMap" and not failed[0]:
+            failed[0] = True
+            return errors.ApiError("500: etcd is down", status=500)
+        return None
+
+    api.fail = once
+    shared = effects.Shared()
+    decision = first_pod_decision(now)
+    first, second = await asyncio.gather(
+        effects.ensure(decision, api, shared),
+        effects.ensure(decision, api, shared),
+        return_exceptions=True,
+    )
+    assert isinstance(first, errors.ApiError)
+    assert isinstance(second, effects.Applied)
+    assert outcomes(second) == [("ConfigMap", "created"), ("CiliumNetworkPolicy", "created")]
+
+
+async def test_a_kind_not_served_is_shared_too(now: datetime) -> None:
+    api = twins.InMemoryApi(delay=0.01, missing_kinds=frozenset({"CiliumNetworkPolicy"}))
+    shared = effects.Shared()
+    decision = first_pod_decision(now)
+    answers = await asyncio.gather(*(effects.ensure(decision, api, shared) for _ in range(3)))
+    assert [c[:2] for c in api.calls].count(("create", "CiliumNetworkPolicy")) == 1
+    for applied in answers:
+        assert outcomes(applied)[1] == ("CiliumNetworkPolicy", "skipped-crd-missing")
+        assert len(applied.warnings) == 1
+
+
+def policy_place(decision: Decision) -> tuple[str, str]:
+    assert decision.policy is not None
+    meta = decision.policy["metadata"]
+    return meta["namespace"], meta["name"]

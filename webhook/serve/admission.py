@@ -100,6 +100,7 @@ class Admitter:
         self.sink = sink
         self.clock = clock
         self.observe = observe
+        self.shared = effects.Shared()
 
     async def admit(self, body: bytes) -> Answer:
         started = time.perf_counter()
@@ -206,7 +207,7 @@ class Admitter:
     ) -> tuple[engine.Decision, effects.Applied]:
         """Create the gang's objects; if another admission recorded the gang first, follow it."""
         assert self.api is not None
-        applied = await effects.ensure(decision, self.api)
+        applied = await effects.ensure(decision, self.api, self.shared)
         if applied.followed is not None:
             decision = engine.decide(
                 request,
@@ -216,7 +217,7 @@ class Admitter:
                 recorded=applied.followed,
                 scheduler=self.scheduler(),
             )
-            rest = await effects.ensure(decision, self.api)
+            rest = await effects.ensure(decision, self.api, self.shared)
             applied = effects.Applied(applied.results + rest.results, warnings=rest.warnings)
         return decision, applied
 
