@@ -23,12 +23,22 @@ def test_a_running_pod_podium_did_not_admit_is_said_as_such_with_no_advice_to_de
     )
     assert finding.detail == (
         "1 pod(s) run without podium's admission (zone-c: 1): created before the namespace opted "
-        "in, while podium was down, or placed by another system; they carry no podium.dev/job "
-        "label, so no podium policy selects them; podium keeps the job's new pods in zone-c"
+        "in, while podium was down, or placed by another system; until podium labels them as the "
+        "job's they carry no podium.dev/job label and no podium policy selects them (its "
+        "reconciler does, in policy-mode cilium); podium keeps the job's new pods in zone-c"
     )
     assert "delete the pod" not in finding.fix.lower()
     assert "Do not delete a running pod" in finding.fix
     assert finding.fix != doctor.FIXES["not-pinned"]
+
+
+def test_a_running_pod_podium_adopted_is_said_to_be_in_its_policy() -> None:
+    c = Cluster()
+    not_pinned(c)
+    c.pods[1]["metadata"]["labels"][labels.JOB] = c.key  # the reconciler's adoption
+    (job,) = c.diagnose().jobs
+    (finding,) = job.findings
+    assert "podium has labelled them as the job's, so its policy selects them" in finding.detail
 
 
 def test_a_split_running_job_is_split_zones_and_podium_adds_no_zone() -> None:

@@ -33,14 +33,15 @@ from collections.abc import Mapping, Sequence
 from webhook.core import adapters, labels, zones
 from webhook.core.adapters.base import Gang
 from webhook.core.settings import Settings
-from webhook.core.view import View
+from webhook.core.view import PodSummary, View
 
 _NOTHING_RESERVED: Mapping[str, dict[str, int]] = {}
 
 
-def placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed]:
-    """Members of the gang bound to a node with a zone (not finished), the coordinator marked."""
-    placed = []
+def running_members(gang: Gang, namespace: str, view: View) -> list[tuple[PodSummary, str, bool]]:
+    """Members of the gang bound to a node with a zone (not finished): each pod, its zone, and
+    whether it is the gang's coordinator."""
+    out = []
     # Only pods carrying the gang's trusted label or all its member labels can be members.
     queries = [{labels.JOB: gang.key}, *([gang.member_labels] if gang.member_labels else [])]
     seen: set[str] = set()
@@ -53,8 +54,23 @@ def placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed]
             continue
         node = view.node(str(pod.node))
         if node is not None and node.zone:
-            placed.append(zones.Placed(node.zone, member.coordinator))
-    return placed
+            out.append((pod, node.zone, member.coordinator))
+    return out
+
+
+def placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed]:
+    """Members of the gang bound to a node with a zone (not finished), the coordinator marked."""
+    return [zones.Placed(zone, first) for _, zone, first in running_members(gang, namespace, view)]
+
+
+def unadmitted(gang: Gang, namespace: str, view: View) -> list[tuple[PodSummary, str]]:
+    """The gang's running members that do not carry its ``podium.dev/job`` label — podium never
+    admitted them — with their zone: what the reconciler adopts (``reconcile._adoptions``)."""
+    return [
+        (pod, zone)
+        for pod, zone, _ in running_members(gang, namespace, view)
+        if pod.labels.get(labels.JOB) != gang.key
+    ]
 
 
 def follow(

@@ -580,8 +580,8 @@ def _say_running(
     """Pods that run without podium's admission — created before the namespace opted in, while
     podium was down, or placed by another system — are not a fault to fix by deleting them: a
     running master deleted restarts the whole job. podium keeps the job's new pods in their
-    zone (``core.running``); the finding says so, and what is really missing (no podium label,
-    so no podium policy selects them)."""
+    zone (``core.running``), and its reconciler labels them as the job's (``reconcile``); the
+    finding says so, and whether podium's policy selects them yet."""
     zones = collections.Counter(running.values())
     where = ", ".join(f"{z}: {n}" for z, n in sorted(zones.items()))
     follow = (
@@ -589,19 +589,27 @@ def _say_running(
         if len(job_zones) == 1
         else "the job is split across zones (split-zones); podium adds no zone to it"
     )
+    pods = [p for p in job.pods if name_of(p) in running]
+    if all(labels_of(p).get(labels.JOB) == job.gang.key for p in pods):
+        covered = "podium has labelled them as the job's, so its policy selects them"
+    else:
+        covered = (
+            f"until podium labels them as the job's they carry no {labels.JOB} label and no "
+            "podium policy selects them (its reconciler does, in policy-mode cilium)"
+        )
     detail = (
         f"{len(running)} pod(s) run without podium's admission ({where}): created before the "
-        "namespace opted in, while podium was down, or placed by another system; they carry no "
-        f"{labels.JOB} label, so no podium policy selects them; {follow}"
+        f"namespace opted in, while podium was down, or placed by another system; {covered}; "
+        f"{follow}"
     )
     remedy = (
         "nothing to do while the job runs: podium's new pods of the job follow the zone its "
         "running pods are in. Do not delete a running pod to get it pinned: its controller "
         "restarts it (a PyTorchJob's master restarts the whole job). To have podium choose the "
-        "job's zone and cover it with its policy, re-create the job when it may restart; "
+        "job's zone, re-create the job when it may restart; "
         "`podium audit --outcome fail-open` lists the pods podium was down for"
     )
-    find("not-pinned", detail, [p for p in job.pods if name_of(p) in running], remedy)
+    find("not-pinned", detail, pods, remedy)
 
 
 def _check_cuts(

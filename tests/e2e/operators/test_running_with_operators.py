@@ -33,7 +33,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +40,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from testbed.controlplane import LocalCluster
+from testbed.faultproxy import FaultProxy
 from testbed.operators import OperatorPool
 from testbed.podium import Podium, run_doctor, serving
 from webhook.core import labels
@@ -57,6 +57,7 @@ REASON = "podium.dev/reason"
 ZONE = "podium.dev/zone"
 JOB = "podium.dev/job"
 HOLD_CONFIG = "zone-chooser: hold\nrelease-interval-seconds: 1\n"
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 def pytorchjob(name: str) -> dict[str, Any]:
@@ -298,56 +299,73 @@ class KillOnFirstPod:
         self._watch.stop()
 
 
+def through(proxy: FaultProxy, server: Podium) -> None:
+    """Point the apiserver's calls to podium through ``proxy`` and wait until they arrive."""
+    config = server.webhook_configuration()
+    for hook in config["webhooks"]:
+        hook["clientConfig"]["url"] = f"{proxy.url}/mutate"
+    name = config["metadata"]["name"]
+    server.cluster.request("DELETE", f"{WEBHOOKS}/{name}")
+    server.cluster.request("POST", WEBHOOKS, config)
+    server.wait_until_called()
+
+
 def test_podium_killed_between_the_operators_first_and_last_pod_creation(
-    operator_cluster: LocalCluster, operator_pool: OperatorPool, tmp_path: Path
+    operator_cluster: LocalCluster, podium: Podium
 ) -> None:
-    cluster = operator_cluster
-    ready_for_podium(cluster, operator_pool)
-    operator_pool.ensure(("trainingoperator",))
-    server = Podium(cluster, tmp_path / "podium", config=HOLD_CONFIG)
-    with serving(server, unregister=True), namespace(cluster, "killed", enabled=True) as ns:
+    """The apiserver reaches podium through a FaultProxy that holds each request 0.3 s, so the
+    operator's four creations (one after another) span more than a second and the kill lands
+    between its first and its last. podium (the module's only replica, so its leader) is then
+    started again."""
+    cluster, server = operator_cluster, podium
+    with (
+        FaultProxy(server.port) as proxy,
+        namespace(cluster, "killed", enabled=True) as ns,
+        contextlib.ExitStack() as restore,
+    ):
+        restore.callback(server.register)  # straight to podium again, for whatever comes next
+        through(proxy, server)
         others = [*fill(cluster, ns, "zone-a"), *fill(cluster, ns, "zone-c")]
         assert server.process is not None
         killer = KillOnFirstPod(cluster, ns, server.process.pid)
+
+        def mine() -> list[dict[str, Any]]:
+            return [p for p in _live_pods(cluster, ns) if p["metadata"]["name"] not in others]
+
         try:
+            proxy.delay = 0.3
             submit(cluster, ns, pytorchjob("crash"))
             cluster.wait_for("the first pod (and the kill)", lambda: killer.killed_at is not None)
-
-            def mine() -> list[dict[str, Any]]:
-                return [p for p in _live_pods(cluster, ns) if p["metadata"]["name"] not in others]
-
             cluster.wait_for("the operator to create all 4 pods", lambda: len(mine()) >= 4)
         finally:
             killer.stop()
+            proxy.delay = 0.0
         pods = mine()
         names = sorted(p["metadata"]["name"] for p in pods)
-        held = sorted(p["metadata"]["name"] for p in pods if gated(p))
-        unadmitted = sorted(p["metadata"]["name"] for p in pods if not gated(p))
-        for pod in pods:
-            if not gated(pod):  # created while podium was down: no gate, no label
-                assert JOB not in pod["metadata"].get("labels", {}), pod["metadata"]
-        down_zones = wait_bound(cluster, ns, unadmitted, timeout=60) if unadmitted else {}
+        admitted = {p["metadata"]["name"]: gated(p) for p in pods if JOB in p["metadata"]["labels"]}
+        down = sorted(set(names) - set(admitted))
+        held = sorted(n for n, is_gated in admitted.items() if is_gated)
+        # The kill landed between the first creation and the last: podium admitted the first
+        # pod(s), the apiserver admitted the rest unchanged (failurePolicy: Ignore).
+        assert killer.first in admitted and down, (killer.first, admitted, down)
+        down_zones = wait_bound(cluster, ns, down, timeout=60)
+        assert set(down_zones.values()) == {"zone-b"}, down_zones
+        assert all(gated(p) for p in pods_of(cluster, ns, held))  # nobody removes the gate
         server.stop()  # reap the killed process
         restarted = time.monotonic()
         server.start()
         zones = wait_bound(cluster, ns, names, timeout=120)
         took = time.monotonic() - restarted
         assert set(zones.values()) == {"zone-b"}, zones
-        after = pods_of(cluster, ns, names)
-        assert not any(gated(p) for p in after)
-        released = {
-            p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(REASON)
-            for p in after
-            if p["metadata"]["name"] in held
-        }
-        if held and unadmitted:
-            assert set(released.values()) == {"coordinator-placed"} or set(released.values()) == {
-                "members-placed"
-            }, released
+        after = {p["metadata"]["name"]: p for p in pods_of(cluster, ns, names)}
+        assert not any(gated(p) for p in after.values())
+        released = {n: after[n]["metadata"]["annotations"].get(REASON) for n in held}
+        assert set(released.values()) <= {"coordinator-placed", "members-placed"}, released
         print(
-            f"RUNNING | podium SIGKILLed at the first pod ({killer.first}) | {ns} | held before "
-            f"the kill: {held}; created while down (unchanged): {unadmitted} bound in "
-            f"{sorted(set(down_zones.values()))} | podium restarted → held released "
-            f"{released}, all {len(names)} bound in {sorted(set(zones.values()))} {took:.1f}s "
-            "after the restart (includes the killed leader's 15 s lease)"
+            f"RUNNING | podium SIGKILLed at the operator's first pod ({killer.first}) | {ns} | "
+            f"admitted before the kill: {sorted(admitted)} (held: {held}); created while down, "
+            f"unchanged: {down}, bound in {sorted(set(down_zones.values()))} | podium restarted "
+            f"→ held released {released}; all {len(names)} bound in "
+            f"{sorted(set(zones.values()))} {took:.1f}s after the restart (leader lease of the "
+            "killed replica: 15 s)"
         )
