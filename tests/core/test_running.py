@@ -6,8 +6,9 @@ a gang split across zones is reported and never spread further."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,8 +17,8 @@ from tests.builders import PodBuilder
 from tests.core.test_engine import decide
 from tests.core.test_release import cluster, held_job, plan
 from tests.scenarios import base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, labels, mutation, running
-from webhook.core.settings import PolicyScope, Settings, ZoneChooser
+from webhook.core import adapters, engine, labels, mutation, reconcile, reviews, running
+from webhook.core.settings import PolicyMode, PolicyScope, Settings, ZoneChooser
 from webhook.core.view import ClusterView
 
 HOLD = Settings(zone_chooser=ZoneChooser.HOLD, own_user="podium")
@@ -231,3 +232,128 @@ def test_placed_members_reads_only_bound_members_of_the_gang(now: datetime) -> N
         ("zone-b", False),
         ("zone-b", True),
     ]
+
+
+# -- adoption: the policy selects the whole job ------------------------------------------------
+
+
+def _followed(now: datetime, settings: Settings = HOLD) -> tuple[list[dict[str, Any]], Any]:
+    """A PyTorchJob whose master runs in zone-b without podium, and worker-0 admitted since
+    (followed into zone-b) and bound there: the objects, with its record and policy."""
+    pj = pytorchjob(workers=1)
+    master = pytorch_pod(pj, "master").bound("b-1").obj()
+    decision = decide(pytorch_pod(pj).uid().obj(), base_cluster(pj, master), now, settings)
+    assert decision.outcome == "pinned" and decision.patched is not None
+    worker = {**decision.patched, "spec": {**decision.patched["spec"], "nodeName": "b-2"}}
+    worker["status"] = {"phase": "Running"}
+    assert decision.record is not None
+    created = [decision.record, *([decision.policy] if decision.policy else [])]
+    return [*base_cluster(pj, master, worker)], (pj, master, created)
+
+
+def _plan(objects: list[dict[str, Any]], created: list[dict[str, Any]], settings: Settings) -> Any:
+    owned = reconcile.Owned(
+        decisions=[o for o in created if o["kind"] == "ConfigMap"],
+        policies=[o for o in created if o["kind"] != "ConfigMap"],
+    )
+    return reconcile.plan(
+        view_of([*objects, *created]), settings, owned=owned, now=now_(), tuning=reconcile.Tuning()
+    )
+
+
+def now_() -> datetime:
+    return datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC)
+
+
+def test_the_reconciler_adopts_the_running_members_so_the_policy_selects_the_whole_job(
+    now: datetime,
+) -> None:
+    objects, (pj, master, created) = _followed(now)
+    actions = [a for a in _plan(objects, created, HOLD) if a.reason == "adopted-running"]
+    (adopt,) = actions
+    assert (adopt.verb, adopt.target) == ("label", ("Pod", "team-a", master["metadata"]["name"]))
+    assert adopt.patch == {
+        "metadata": {
+            "uid": master["metadata"]["uid"],
+            "labels": {labels.JOB: pj["metadata"]["uid"], labels.ZONE: "zone-b"},
+        }
+    }
+    # The patch, sent by podium's own user, passes the UPDATE guard; by anyone else it does not.
+    after = jsonpatch_merge(master, adopt.patch)
+    by_podium = _judged(master, after, "podium", objects)
+    assert (by_podium.outcome, by_podium.reason) == ("skipped", "own-adoption")
+    assert _judged(master, after, "mallory", objects).outcome == "denied"
+    # Once labelled, nothing more to adopt, and the zone-b policy selects it.
+    adopted = [*[o for o in objects if o is not master], after]
+    assert not [a for a in _plan(adopted, created, HOLD) if a.reason == "adopted-running"]
+    policy = next(o for o in created if o["kind"] == "CiliumNetworkPolicy")
+    selector = policy["spec"]["endpointSelector"]["matchLabels"]
+    assert all(after["metadata"]["labels"].get(k) == v for k, v in selector.items())
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["kubernetes-mode", "shadow-namespace", "spread-record"],
+)
+def test_no_adoption_where_it_would_isolate_or_podium_does_not_enforce(
+    change: str, now: datetime
+) -> None:
+    settings = HOLD
+    if change == "kubernetes-mode":
+        settings = dataclasses.replace(HOLD, policy_mode=PolicyMode.KUBERNETES)
+    objects, (_, _, created) = _followed(now, settings)
+    if change == "shadow-namespace":
+        objects[0]["metadata"]["labels"][HOLD.namespace_label] = HOLD.namespace_shadow_value
+    if change == "spread-record":
+        record = created[0]
+        created[0] = {**record, "data": {**record["data"], "zone": ""}}
+    assert not [a for a in _plan(objects, created, settings) if a.reason == "adopted-running"]
+
+
+@pytest.mark.parametrize(
+    ("how", "allowed"),
+    [
+        ("as-planned", True),
+        ("another-gang", False),
+        ("another-zone", False),
+        ("not-bound", False),
+        ("finished", False),
+        ("job-label-only", True),
+    ],
+)
+def test_the_guard_lets_podium_adopt_only_its_gangs_running_members(
+    how: str, allowed: bool, now: datetime
+) -> None:
+    objects, (pj, master, _) = _followed(now)
+    old = dict(master)
+    key = pj["metadata"]["uid"]
+    new_labels = {labels.JOB: key, labels.ZONE: "zone-b"}
+    if how == "another-gang":
+        new_labels[labels.JOB] = "someone-else"
+    if how == "another-zone":
+        new_labels[labels.ZONE] = "zone-c"
+    if how == "not-bound":
+        old = {**old, "spec": {k: v for k, v in old["spec"].items() if k != "nodeName"}}
+    if how == "finished":
+        old = {**old, "status": {"phase": "Succeeded"}}
+    if how == "job-label-only":
+        del new_labels[labels.ZONE]
+    new = jsonpatch_merge(old, {"metadata": {"labels": new_labels}})
+    decision = _judged(old, new, "podium", objects)
+    assert (decision.outcome != "denied") is allowed, decision.detail
+
+
+def jsonpatch_merge(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["labels"].update(patch["metadata"]["labels"])
+    return out
+
+
+def _judged(
+    old: dict[str, Any], new: dict[str, Any], user: str, objects: list[dict[str, Any]] | None = None
+) -> engine.Decision:
+    doc = reviews.review_for_pod(new)
+    doc["request"].update(operation="UPDATE", oldObject=old, userInfo={"username": user})
+    doc["request"]["namespace"] = "team-a"
+    view = view_of(objects if objects is not None else [*base_cluster(), old])
+    return engine.decide(reviews.from_document(doc), view, HOLD, now=now_())
