@@ -63,16 +63,6 @@ def placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed]
     return [zones.Placed(zone, first) for _, zone, first in running_members(gang, namespace, view)]
 
 
-def unadmitted(gang: Gang, namespace: str, view: View) -> list[tuple[PodSummary, str]]:
-    """The gang's running members that do not carry its ``podium.dev/job`` label — podium never
-    admitted them — with their zone: what the reconciler adopts (``reconcile._adoptions``)."""
-    return [
-        (pod, zone)
-        for pod, zone, _ in running_members(gang, namespace, view)
-        if pod.labels.get(labels.JOB) != gang.key
-    ]
-
-
 def follow(
     placed: Sequence[zones.Placed], view: View, settings: Settings
 ) -> zones.ZoneChoice | None:
@@ -100,3 +90,22 @@ def follow(
     if len(running) > 1:
         detail += f"; the job is split across {len(running)} zones and podium adds none"
     return dataclasses.replace(choice, detail=detail)
+
+
+def unadmitted(gang: Gang, namespace: str, view: View) -> list[tuple[PodSummary, str]]:
+    """The gang's running members that do not carry its ``podium.dev/job`` label — podium never
+    admitted them — with their zone: what the reconciler adopts (``reconcile._adoptions``). Only
+    pods carrying all the gang's member labels can be such (and the pods podium labelled are
+    skipped before an adapter is asked), so a pass over a big gang that podium admitted whole
+    recognises nothing."""
+    if not gang.member_labels:
+        return []
+    out = []
+    for pod in view.bound_pods(namespace, gang.member_labels):
+        if pod.labels.get(labels.JOB) == gang.key:
+            continue
+        member = adapters.recognise(pod.as_object(), namespace, view)
+        node = view.node(str(pod.node))
+        if member is not None and member.key == gang.key and node is not None and node.zone:
+            out.append((pod, node.zone))
+    return out
