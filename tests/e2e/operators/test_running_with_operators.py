@@ -46,7 +46,7 @@ from testbed.podium import Podium, run_doctor, serving
 from webhook.core import labels
 
 from ..test_hold import delete_pods, gated, pods_of
-from ..test_podium import wait_bound
+from ..test_podium import listed, wait_bound
 from .conftest import needs, ready_for_podium
 from .test_hold_with_operators import _live_pods, _template, fill, scale_to_4, submit
 
@@ -56,7 +56,7 @@ GPUS = 4
 REASON = "podium.dev/reason"
 ZONE = "podium.dev/zone"
 JOB = "podium.dev/job"
-HOLD_CONFIG = "zone-chooser: hold\nrelease-interval-seconds: 1\n"
+HOLD_CONFIG = "zone-chooser: hold\nrelease-interval-seconds: 1\nreconcile-interval-seconds: 2\n"
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
@@ -229,18 +229,39 @@ def test_a_worker_recreated_after_the_namespace_opts_in_runs_in_the_jobs_zone(
             "zone-b",
             "coordinator-placed",
         )
+        # The reconciler adopts the three pods that ran before podium (Cilium mode): labelled
+        # as the job's, with their zone, so the job's zone-b policy selects all four.
+        running = sorted(set(names) - {victim})
+        adopting = time.monotonic()
+        key = again["metadata"]["labels"][JOB]
+
+        def adopted() -> bool:
+            return all(
+                (p["metadata"]["labels"].get(JOB), p["metadata"]["labels"].get(ZONE))
+                == (key, "zone-b")
+                for p in pods_of(cluster, ns, running)
+            )
+
+        cluster.wait_for("the reconciler to adopt the running pods", adopted, timeout=60)
+        adopt_took = time.monotonic() - adopting
+        (policy,) = listed(cluster, "cilium.io/v2", "CiliumNetworkPolicy", ns)
+        selector = policy["spec"]["endpointSelector"]["matchLabels"]
+        assert selector == {JOB: key, ZONE: "zone-b"}, selector
+        assert [p["metadata"]["name"] for p in pods_of(cluster, ns, names)] == names
         _, report = run_doctor(cluster, ns)
         (job,) = [j for j in report["jobs"] if j["job"] == "PyTorchJob/brown"]
         said = [f for f in job["findings"] if f["check"] == "not-pinned"]
         assert len(said) == 1 and sorted(said[0]["pods"]) == sorted(set(names) - {victim}), job
         assert "run without podium's admission (zone-b: 3)" in said[0]["detail"], said
         assert "Do not delete a running pod" in said[0]["fix"], said
+        assert "podium has labelled them as the job's" in said[0]["detail"], said
         print(f"doctor: {said[0]['detail']} — fix: {said[0]['fix']}")
         print(
             f"RUNNING | opted in while running | {ns} | pods {names} in zone-b before opt-in | "
             f"{victim} deleted → re-created, pinned zone-b (coordinator-placed), ungated, bound "
             f"in {zones[victim]} {took:.1f}s after the delete | record zone "
-            f"{record['data']['zone']}"
+            f"{record['data']['zone']} | {running} adopted (job + zone label) "
+            f"{adopt_took:.1f}s later; policy selects {selector}"
         )
 
 
