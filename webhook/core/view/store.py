@@ -185,10 +185,16 @@ class ClusterView:
         """Pods of ``namespace`` bound to a node and not finished that carry every one of
         ``labels``, at least one of them indexed (``Kept.indexed_labels``; else none): through
         the bound-pod label index, so a gang none of whose pods is bound costs nothing."""
-        indexed = [(k, v) for k, v in labels.items() if k in self._bound.indexed]
-        if not indexed:
+        pool: Mapping[str, PodSummary] | None = None
+        for key, value in labels.items():
+            if key in self._bound.indexed:
+                members = self._bound.members(namespace, key, value)
+                if not members:
+                    return  # the common answer: no pod of the gang is bound
+                if pool is None or len(members) < len(pool):
+                    pool = members
+        if pool is None:
             return
-        pool = min((self._bound.members(namespace, k, v) for k, v in indexed), key=len)
         for pod in pool.values():
             if all(pod.labels.get(k) == v for k, v in labels.items()):
                 yield pod
