@@ -239,6 +239,38 @@ def test_the_label_index_lists_a_labels_pods_in_the_order_they_last_changed(
     _run(events, check)
 
 
+# -- the bound-pod label index: a label's pods that run ------------------------------------------
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(EVENTS)
+def test_the_bound_pod_index_lists_a_labels_bound_unfinished_pods_as_a_scan_does(
+    events: list[tuple[Any, ...]],
+) -> None:
+    def check(snap: ClusterView, live: dict[ObjectKey, Obj]) -> None:
+        pods = _pods(live)
+        for ns in NAMESPACES:
+            mine = [p for p in pods if p["metadata"]["namespace"] == ns and _bound(p)]
+            wanted: list[dict[str, str]] = [
+                *({labels.JOB: g} for g in GANGS),
+                *({MEMBER: m} for m in MEMBERS),
+                *({labels.JOB: g, MEMBER: m} for g in GANGS for m in MEMBERS),
+            ]
+            for want in wanted:
+                expected = sorted(
+                    p["metadata"]["name"]
+                    for p in mine
+                    if all(_labels(p).get(k) == v for k, v in want.items())
+                )
+                found = [p.name for p in snap.bound_pods(ns, want)]
+                assert sorted(found) == expected and len(found) == len(set(found)), want
+                assert all(p.bound for p in snap.bound_pods(ns, want))
+            # No indexed label among those asked: nothing (the index answers only what it holds).
+            assert list(snap.bound_pods(ns, {"unindexed": "x"})) == []
+
+    _run(events, check)
+
+
 # -- gang counts: held and released pods -----------------------------------------------------------
 
 

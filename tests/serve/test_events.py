@@ -532,3 +532,19 @@ async def test_the_server_lifespan_runs_the_poster(
             break
         await asyncio.sleep(0.01)
     assert poster.reasons() == ["ZonePinned", "PolicyCreated"]
+
+
+@pytest.mark.parametrize("reason", ["coordinator-placed", "members-placed"])
+def test_a_job_whose_pods_ran_already_says_the_new_pods_follow_them(
+    reason: str, now: datetime
+) -> None:
+    """A job with pods running before podium admitted it (``core.running``): those pods were
+    never pinned, so the event does not say every pod was."""
+    detail = "the coordinator runs in zone-b; 3 pod(s) of the job already run (zone-b: 3)"
+    (pinned, _policy) = events.build(record(reason=reason, detail=detail), instance="i", now=now)
+    assert pinned["reason"] == "ZonePinned" and pinned["type"] == "Normal"
+    assert pinned["note"].startswith(
+        "the new pods of PyTorchJob/llama are pinned to zone zone-b, where its running pods are ("
+    )
+    assert "every pod" not in pinned["note"]
+    assert_valid(pinned)

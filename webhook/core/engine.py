@@ -23,11 +23,12 @@ from webhook.core import (
     policies,
     records,
     resources,
+    running,
     updates,
     zones,
 )
 from webhook.core.adapters.base import Gang
-from webhook.core.objects import Obj, annotations_of, labels_of, metadata_of, name_of
+from webhook.core.objects import Obj, annotations_of, labels_of, metadata_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.reviews import Request
@@ -214,7 +215,10 @@ def _decide(
         and _uncommitted(record, view, namespace, gang.key)
         and _not_placed_elsewhere(pod) is None
     ):
-        return _held_decision(pod, namespace, gang)
+        followed = _following(
+            pod, namespace, gang, view, settings, record=record, unfit=unfit, now=now
+        )
+        return followed or _held_decision(pod, namespace, gang)
     return _place(
         pod, namespace, gang, view, settings, name=name, record=record, unfit=unfit, now=now
     )
@@ -280,6 +284,32 @@ def any_released(view: View, namespace: str, gang_key: str) -> bool:
     """Some pod of the gang was released (carries its label, not podium's gate) and is not
     finished: the gang is committed to its recorded zone, and later pods follow it."""
     return view.released(namespace, gang_key) > 0
+
+
+def _following(
+    pod: Obj,
+    namespace: str,
+    gang: Gang,
+    view: View,
+    settings: Settings,
+    *,
+    record: Record | None,
+    unfit: str,
+    now: datetime,
+) -> Decision | None:
+    """A pod that would be held, of a gang with members already running that podium never held
+    (``running``): pinned at once, ungated, to the zone they run in, with the record and policy
+    a pinned pod gets; None when no member runs (hold it). A gang recorded as released across
+    zones has no zone to follow; one recorded into another zone than its members run in is
+    held, and the releaser follows them and replaces the record (``release._follow``)."""
+    if record is not None and not record.zone:
+        return None
+    choice = running.follow(running.placed_members(gang, namespace, view), view, settings)
+    if choice is None or (record is not None and record.zone != choice.zone):
+        return None
+    return _pinned_decision(
+        pod, namespace, gang, view, settings, choice=choice, record=record, unfit=unfit, now=now
+    )
 
 
 def _held_decision(pod: Obj, namespace: str, gang: Gang) -> Decision:
@@ -589,30 +619,4 @@ def _recorded(view: View, namespace: str, name: str, gang_key: str) -> Record | 
 
 def _placed_members(gang: Gang, namespace: str, view: View) -> list[zones.Placed]:
     """Members of the gang that are already bound to a node with a zone."""
-    placed = []
-    # Only pods carrying the gang's trusted label or all its member labels can be members: ask
-    # the view's label index for those rather than reading every pod of the namespace.
-    queries = [{labels.JOB: gang.key}, *([gang.member_labels] if gang.member_labels else [])]
-    seen: set[str] = set()
-    for other in (pod for query in queries for pod in view.pods_in(namespace, query)):
-        name = name_of(other)
-        if name in seen:
-            continue
-        seen.add(name)
-        node_name = (other.get("spec") or {}).get("nodeName")
-        if not node_name or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        other_labels: Mapping[str, str] = labels_of(other)
-        trusted = other_labels.get(labels.JOB) == gang.key
-        if not trusted and not (
-            gang.member_labels
-            and all(other_labels.get(k) == v for k, v in gang.member_labels.items())
-        ):
-            continue
-        member = adapters.recognise(other, namespace, view)
-        if member is None or member.key != gang.key:
-            continue
-        node = view.node(str(node_name))
-        if node is not None and node.zone:
-            placed.append(zones.Placed(node.zone, member.coordinator))
-    return placed
+    return running.placed_members(gang, namespace, view)

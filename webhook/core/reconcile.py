@@ -52,6 +52,7 @@ from webhook.core import (
     policies,
     records,
     release,
+    running,
     updates,
 )
 from webhook.core.adapters import base
@@ -66,7 +67,7 @@ from webhook.core.objects import (
     parse_time,
 )
 from webhook.core.policies import Manifest
-from webhook.core.settings import PolicyScope, Settings
+from webhook.core.settings import PolicyMode, PolicyScope, Settings
 from webhook.core.view import TERMINAL_PHASES, View, has_gate
 
 #: Annotation on an object podium found orphaned: when it first found it so (ISO 8601).
@@ -256,10 +257,49 @@ def _plan_gang(
     record_zone, chooser, rebuilt = _decision_of(found, namespace, objects, members, now)
     if rebuilt is not None:
         actions.append(act("create", "missing-record", "the decision record was gone", rebuilt))
+    actions += _adoptions(view, settings, namespace, found, record_zone, chooser, act)
     scope, label_zones = _scope(settings, chooser, objects, members)
     return actions + _plan_policies(
         view, settings, namespace, found, members, objects, record_zone, scope, act, label_zones
     )
+
+
+def _adoptions(
+    view: View,
+    settings: Settings,
+    namespace: str,
+    gang: Gang,
+    record_zone: str | None,
+    chooser: str,
+    act: Callable[..., Action],
+) -> list[Action]:
+    """The gang's running members podium never admitted (``running.unadmitted``: started before
+    the namespace opted in, while podium was down, or placed by someone else), labelled as the
+    gang's and with their node's zone, so that the gang's policy selects the whole job and not
+    only the pods podium admitted (the UPDATE guard lets podium's own user do exactly this,
+    ``updates.adopted``). Only for a gang podium decided into a zone (a followed gang's record
+    names the zone its running pods are in), in a namespace it enforces, and where podium's
+    policy only adds an allow (Cilium, ``enableDefaultDeny`` off): the new label gives the pod a
+    new Cilium identity that the allow then covers, whereas a Kubernetes NetworkPolicy would
+    isolate a running pod mid-run. The next pass writes the policy of every zone they run in."""
+    if (
+        chooser != records.PODIUM
+        or not record_zone
+        or settings.policy_mode is not PolicyMode.CILIUM
+        or not settings.enforces(namespace, labels_of(view.namespace(namespace)))
+    ):
+        return []
+    return [
+        act(
+            "label",
+            "adopted-running",
+            f"labelled pod {pod.name} {labels.JOB}={gang.key} and {labels.ZONE}={zone}: it runs "
+            f"on node {pod.node} without podium's admission, and podium follows {gang.display}",
+            {**pod.as_object(), "apiVersion": "v1", "kind": "Pod"},
+            {"metadata": {"uid": pod.uid, "labels": {labels.JOB: gang.key, labels.ZONE: zone}}},
+        )
+        for pod, zone in running.unadmitted(gang, namespace, view)
+    ]
 
 
 def _scope(

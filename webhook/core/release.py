@@ -9,6 +9,10 @@ plan out. The rules, in the order they apply:
 * **Completion.** A gang with a record naming a zone and some pod already released is committed
   to that zone: every pod still gated is released into it at once, without a fit check (a leader
   that died half-way through a release leaves exactly this, and the next pass finishes it).
+* **Following.** A gang with members bound to a node that podium never held (``core.running``:
+  created before its namespace opted in, while podium was down, or placed by someone else) is
+  released at once into the zone they run in (the coordinator's first), without a fit check:
+  those pods are never gated, so the gang would never be ready.
 * **Ready.** A gang is decided only when the pods it needs exist (held + released, not
   finished; ``needed``): its size read from the job, or — for an elastic job or a staged start
   (``adapters.first_stage``) — the pods its operator creates first: an elastic PyTorchJob's
@@ -58,6 +62,7 @@ from webhook.core import (
     policies,
     records,
     resources,
+    running,
     zones,
 )
 from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, total_of
@@ -208,6 +213,10 @@ def plan(
             releases.append(admin)
             if admin.zone is not None:
                 heading.add(admin.zone, held.gang.demand)
+            continue
+        if (followed := _follow(held, view, settings, now)) is not None:
+            releases.append(followed)
+            heading.add(str(followed.zone), [PodGroup(1, p.requests) for p in held.held])
             continue
         need = needed(held, view)
         if not _ready(held, need, stable or {}):
@@ -563,6 +572,31 @@ def _admin(
     detail = f"released by {by} {where if zone else 'unpinned'} after {held.waited(now):.0f}s held"
     released = _release(held, view, settings, now, zone=zone, reason=ADMIN, fit=fit, detail=detail)
     return dataclasses.replace(released, by=by)
+
+
+def _follow(held: HeldGang, view: ClusterView, settings: Settings, now: datetime) -> Release | None:
+    """A held gang with members running already that podium never held (``core.running``:
+    created before the namespace opted in, while podium was down, or placed by someone else):
+    released at once into the zone they run in, whatever the fit — they will never be gated, so
+    counting them out would keep the gang waiting for ever. None when no member runs, or when
+    the gang was released across zones before (its record names no zone)."""
+    if held.record is not None and not held.record.zone:
+        return None
+    choice = running.follow(running.placed_members(held.gang, held.namespace, view), view, settings)
+    if choice is None or choice.zone is None:
+        return None
+    detail = f"{choice.detail}; released after {held.waited(now):.0f}s held"
+    fit = _Fit(zones.primary_of(held.gang.total, settings), 0, {})
+    return _release(
+        held,
+        view,
+        settings,
+        now,
+        zone=choice.zone,
+        reason=str(choice.reason),
+        fit=fit,
+        detail=detail,
+    )
 
 
 def _spread(

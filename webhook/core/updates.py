@@ -3,9 +3,10 @@
 podium sets its job label (``podium.dev/job``) and its zone label (``podium.dev/zone``) when it
 admits a pod, and a policy trusts them from then on: a pod that could change them could walk
 into another job's allow policy, or claim a zone it does not run in. ``judge`` refuses any update
-that changes either, except podium's own three: its releaser ungating a held pod into its gang's
+that changes either, except podium's own four: its releaser ungating a held pod into its gang's
 zone (``mutation.is_release``), and its reconciler removing a job label the pod's controller
-chain disowns (``disowned_label``) or labelling a bound pod with the zone of its node.
+chain disowns (``disowned_label``), labelling a bound pod with the zone of its node, or
+labelling a running member it never admitted with its gang and node's zone (``adopted``).
 ``engine.decide`` hands every pod UPDATE here and turns the ``Verdict`` into its ``Decision``.
 """
 
@@ -53,10 +54,43 @@ def judge(request: Request, view: View, settings: Settings) -> Verdict:
             "own-label-removal",
             f"podium ({settings.own_user}) removed a copied {labels.JOB} label: {why}",
         )
+    if (
+        before is None
+        and after is not None
+        and _by_podium(request, settings)
+        and request.old_object is not None
+        and request.object is not None
+        and (why := adopted(request.old_object, request.object, after, request.namespace, view))
+    ):
+        return Verdict(
+            "own-adoption",
+            f"podium ({settings.own_user}) labelled a running pod it did not "
+            f"admit as its gang's: {why}",
+        )
     return _refused(
         f"the {labels.JOB} label is set by podium when a pod is created and cannot be "
         f"changed afterwards ({before!r} → {after!r})"
     )
+
+
+def adopted(old: Obj, new: Obj, gang_key: str, namespace: str, view: View) -> str | None:
+    """Why labelling ``old`` with ``podium.dev/job`` = ``gang_key`` (and, if at all, with its
+    node's zone) is podium's adoption of a running member it never admitted — one created
+    before its namespace opted in or while podium was down, whose gang podium now follows
+    (``core.running``) — or None when it is not: the pod is bound and not finished, an adapter
+    recognises it as a member of exactly that gang, and its new zone label (if any) is the zone
+    of its node. Then the gang's policy selects it as it selects the gang's other pods."""
+    spec = old.get("spec") or {}
+    if not spec.get("nodeName") or (old.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    gang = adapters.recognise(old, namespace, view)
+    if gang is None or gang.key != gang_key:
+        return None
+    node = view.node(str(spec["nodeName"]))
+    zone = _trusted_label(new, labels.ZONE)
+    if zone is not None and (node is None or node.zone != zone):
+        return None
+    return f"{gang.display} runs it on node {spec['nodeName']}" + (f" in {zone}" if zone else "")
 
 
 def _zone_update(request: Request, view: View, settings: Settings) -> Verdict:

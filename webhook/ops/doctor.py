@@ -11,7 +11,9 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
                     direction and no policy allows the traffic between two of them on every port
     host-network    a training pod uses hostNetwork: pod network policy does not cover it
     not-pinned      a training pod in an opted-in namespace has no podium.dev/zone: podium was
-                    down or failed open when it was created
+                    down or failed open when it was created, or the pod ran before its
+                    namespace opted in; one that runs is said as such (podium follows its zone,
+                    and deleting it would restart the job), never "delete it"
     copied-label    a pod carries the job's podium.dev/job label although its controller chain
                     does not lead to the job (created with a copied label while podium was
                     down): the job's allow policy selects it
@@ -46,7 +48,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rich.table import Table
 
@@ -427,10 +429,11 @@ def _judge(
     ns, gang = job.namespace, job.gang
     findings: list[Finding] = []
 
-    def find(check: Check, detail: str, pods: Iterable[Obj] = ()) -> None:
-        findings.append(
-            Finding(check, ns, job.name, detail, tuple(sorted(name_of(p) for p in pods)))
-        )
+    def find(
+        check: Check, detail: str, pods: Iterable[Obj] = (), remedy: str | None = None
+    ) -> None:
+        names = tuple(sorted(name_of(p) for p in pods))
+        findings.append(Finding(check, ns, job.name, detail, names, remedy))
 
     by_zone = _pods_by_zone(job, view)
     if len(by_zone) > 1:
@@ -439,7 +442,7 @@ def _judge(
     # Held pods have no zone and no policy yet: the releaser writes both when it releases them.
     opted_in = settings.enforces(ns, labels_of(view.namespace(ns))) and not _all_held(job)
     if opted_in and gang.job_annotations.get(labels.SKIP) != "true":
-        _check_pinned(job, find)
+        _check_pinned(job, find, view)
     admitted = [p for p in job.pods if labels_of(p).get(labels.JOB) == gang.key]
     if opted_in and admitted and settings.policy_mode is not PolicyMode.NONE and not withheld:
         _check_coverage(job, view, settings, admitted, managed_policies, find)
@@ -521,8 +524,13 @@ def _check_hold(wait: release.Wait, settings: Settings, now: datetime | None, fi
         find("long-hold", f"held {waited:.0f}s ({limit}): {wait.why}", pods)
 
 
-#: Records one finding about the job being judged: the check, the detail, the pods concerned.
-Find = Callable[[Check, str, Iterable[Obj]], None]
+class Find(Protocol):
+    """Records one finding about the job being judged: the check, the detail, the pods
+    concerned, and a fix for this finding in particular (else the check's)."""
+
+    def __call__(
+        self, check: Check, detail: str, pods: Iterable[Obj] = (), remedy: str | None = None
+    ) -> None: ...
 
 
 def _pods_by_zone(job: _Job, view: View) -> dict[str, list[Obj]]:
@@ -535,19 +543,73 @@ def _pods_by_zone(job: _Job, view: View) -> dict[str, list[Obj]]:
     return by_zone
 
 
-def _check_pinned(job: _Job, find: Find) -> None:
-    """In an opted-in namespace, every pod not skipped carries the zone podium pinned it to."""
+def _check_pinned(job: _Job, find: Find, view: View | None = None) -> None:
+    """In an opted-in namespace, every pod not skipped carries the zone podium pinned it to.
+    Pods that run without it (``_running_unpinned``) are said as what they are, apart from those
+    that wait unpinned."""
     unpinned = [
         p
         for p in job.pods
         if labels.ZONE not in annotations_of(p) and annotations_of(p).get(labels.SKIP) != "true"
     ]
-    if unpinned:
+    running = _running_unpinned(unpinned, view) if view is not None else {}
+    waiting = [p for p in unpinned if name_of(p) not in running]
+    if waiting:
         find(
             "not-pinned",
-            f"{len(unpinned)} pod(s) have no {labels.ZONE}: podium did not admit them",
-            unpinned,
+            f"{len(waiting)} pod(s) have no {labels.ZONE}: podium did not admit them",
+            waiting,
         )
+    if running and view is not None:
+        _say_running(job, running, sorted(_pods_by_zone(job, view)), find)
+
+
+def _running_unpinned(pods: Iterable[Obj], view: View) -> dict[str, str]:
+    """Name → zone of the pods bound to a node with a zone: they run (or are starting)."""
+    out = {}
+    for pod in pods:
+        node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if node is not None and node.zone:
+            out[name_of(pod)] = node.zone
+    return out
+
+
+def _say_running(
+    job: _Job, running: Mapping[str, str], job_zones: Sequence[str], find: Find
+) -> None:
+    """Pods that run without podium's admission — created before the namespace opted in, while
+    podium was down, or placed by another system — are not a fault to fix by deleting them: a
+    running master deleted restarts the whole job. podium keeps the job's new pods in their
+    zone (``core.running``), and its reconciler labels them as the job's (``reconcile``); the
+    finding says so, and whether podium's policy selects them yet."""
+    zones = collections.Counter(running.values())
+    where = ", ".join(f"{z}: {n}" for z, n in sorted(zones.items()))
+    follow = (
+        f"podium keeps the job's new pods in {job_zones[0]}"
+        if len(job_zones) == 1
+        else "the job is split across zones (split-zones); podium adds no zone to it"
+    )
+    pods = [p for p in job.pods if name_of(p) in running]
+    if all(labels_of(p).get(labels.JOB) == job.gang.key for p in pods):
+        covered = "podium has labelled them as the job's, so its policy selects them"
+    else:
+        covered = (
+            f"until podium labels them as the job's they carry no {labels.JOB} label and no "
+            "podium policy selects them (its reconciler does, in policy-mode cilium)"
+        )
+    detail = (
+        f"{len(running)} pod(s) run without podium's admission ({where}): created before the "
+        f"namespace opted in, while podium was down, or placed by another system; {covered}; "
+        f"{follow}"
+    )
+    remedy = (
+        "nothing to do while the job runs: podium's new pods of the job follow the zone its "
+        "running pods are in. Do not delete a running pod to get it pinned: its controller "
+        "restarts it (a PyTorchJob's master restarts the whole job). To have podium choose the "
+        "job's zone, re-create the job when it may restart; "
+        "`podium audit --outcome fail-open` lists the pods podium was down for"
+    )
+    find("not-pinned", detail, pods, remedy)
 
 
 def _check_cuts(

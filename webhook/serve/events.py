@@ -309,6 +309,10 @@ def _effect_event(entry: AuditEntry, effect: Mapping[str, Any], events: _JobEven
     return None
 
 
+#: The reasons a zone was chosen because pods of the job already ran there (``zones.Reason``).
+FOLLOWED = frozenset({"coordinator-placed", "members-placed"})
+
+
 def _placement_event(entry: AuditEntry, events: _JobEvents, related: Mapping[str, str]) -> Event:
     """Where the job's pods go, once its decision record exists: grouped, pinned or unpinned."""
     reason, detail = str(entry.get("reason") or ""), str(entry.get("detail") or "")
@@ -324,10 +328,17 @@ def _placement_event(entry: AuditEntry, events: _JobEvents, related: Mapping[str
             related=related,
         )
     if zone:
+        # Pods of the job ran already (coordinator- or members-placed): the new ones follow
+        # them, and those that run were never pinned (``core.running``).
+        who = (
+            f"the new pods of {display} are pinned to zone {zone}, where its running pods are"
+            if reason in FOLLOWED
+            else f"every pod of {display} is pinned to zone {zone}"
+        )
         return events.event(
             "zone-pinned",
             ZONE_PINNED,
-            f"every pod of {display} is pinned to zone {zone} ({why})",
+            f"{who} ({why})",
             warning=reason.startswith("no-fit"),
             action="Pin",
             related=related,

@@ -5,6 +5,8 @@ after random event sequences (``tests/core/test_view_indexes.py``).
 
 * ``Owners``: which pod, node or object carries a UID (``by_uid``);
 * ``PodLabels``: which pods carry a value of a label that names a gang's members;
+* ``BoundLabels``: the same, for the pods bound to a node and not finished (a gang's running
+  members, whatever admitted them);
 * ``GangCounts``: how many pods of a gang are held behind podium's gate, how many released;
 * ``GangUsage``: what a gang's bound, running pods request;
 * ``Derived``: what was computed from an object the view holds, while it holds it.
@@ -84,6 +86,21 @@ class PodLabels:
 
     def members(self, namespace: str, key: str, value: str) -> Mapping[str, PodSummary]:
         return self.pods.get((namespace, key, value), _NO_PODS)
+
+
+class BoundLabels(PodLabels):
+    """``PodLabels`` for the pods that are bound to a node and not finished: a gang's members
+    that run (or are about to), whether podium admitted them or not — those created before
+    their namespace opted in, while podium was down, or placed by someone else. A gang that has
+    any is never held for pods that will never be gated (``core.running``)."""
+
+    __slots__ = ()
+
+    def on_pod(self, old: PodSummary | None, new: PodSummary | None) -> None:
+        super().on_pod(
+            old if old is not None and old.bound else None,
+            new if new is not None and new.bound else None,
+        )
 
 
 def _gang_member(pod: PodSummary) -> tuple[str, str] | None:

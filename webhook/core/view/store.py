@@ -12,7 +12,14 @@ from typing import TypeVar
 from webhook.core import labels, records, resources
 from webhook.core.objects import EventType, Obj, ObjectKey, group_of, key_of
 from webhook.core.view.capacity import Capacity, ZoneNodes
-from webhook.core.view.indexes import Derived, GangCounts, GangUsage, Owners, PodLabels
+from webhook.core.view.indexes import (
+    BoundLabels,
+    Derived,
+    GangCounts,
+    GangUsage,
+    Owners,
+    PodLabels,
+)
 from webhook.core.view.reservations import Records, Reservations
 from webhook.core.view.summaries import Kept, NodeInfo, PodSummary, summarise_pod
 
@@ -36,6 +43,7 @@ class ClusterView:
         # -- the indexes, one question each
         self._owners = Owners()
         self._labels = PodLabels(self.kept.indexed_labels)
+        self._bound = BoundLabels(self.kept.indexed_labels)
         self._gangs = GangCounts()
         self._gang_usage = GangUsage()
         self._capacity = Capacity(self._nodes)
@@ -82,6 +90,7 @@ class ClusterView:
             del self._pods[namespace]
         self._owners.on_pod(old, new)
         self._labels.on_pod(old, new)
+        self._bound.on_pod(old, new)
         self._gangs.on_pod(old, new)
         self._gang_usage.on_pod(old, new)
         self._capacity.on_pod(old, new)
@@ -170,6 +179,24 @@ class ClusterView:
             pool = self._pods.get(namespace, {}).values()
         for pod in pool:
             if all(pod.labels.get(k) == v for k, v in wanted.items()):
+                yield pod
+
+    def bound_pods(self, namespace: str, labels: Mapping[str, str]) -> Iterator[PodSummary]:
+        """Pods of ``namespace`` bound to a node and not finished that carry every one of
+        ``labels``, at least one of them indexed (``Kept.indexed_labels``; else none): through
+        the bound-pod label index, so a gang none of whose pods is bound costs nothing."""
+        pool: Mapping[str, PodSummary] | None = None
+        for key, value in labels.items():
+            if key in self._bound.indexed:
+                members = self._bound.members(namespace, key, value)
+                if not members:
+                    return  # the common answer: no pod of the gang is bound
+                if pool is None or len(members) < len(pool):
+                    pool = members
+        if pool is None:
+            return
+        for pod in pool.values():
+            if all(pod.labels.get(k) == v for k, v in labels.items()):
                 yield pod
 
     def pods_in(self, namespace: str, labels: Mapping[str, str] | None = None) -> Iterator[Obj]:
