@@ -220,7 +220,6 @@ def test_shipped_examples_through_the_installed_command() -> None:
             str(EXAMPLES / "cluster.yaml"),
             "--config",
             str(EXAMPLES / "podium-pin.yaml"),
-
             "-o",
             "json",
         ],
@@ -584,7 +583,7 @@ def test_a_zone_that_does_not_fit_says_how_its_free_capacity_is_split(tmp_path: 
     ]
     objects = [*base_cluster(pj), *six_each]
     shown = invoke_review(
-        tmp_path, pytorch_pod(pj).obj(), objects, "-o", "summary", NO_COLOR="1", COLUMNS="200"
+        tmp_path, pytorch_pod(pj).obj(), objects, "-o", "wide", NO_COLOR="1"
     ).stdout
     (line,) = [line.rstrip() for line in shown.splitlines() if "zone-c:" in line]
     assert "16 nvidia.com/gpu" in line and "does not fit" in line

@@ -149,8 +149,10 @@ def load(specs: Sequence[str], tally: Tally | None = None) -> list[AuditEntry]:
         try:
             with open_text(spec) as text:
                 entries.extend(read(text, tally))
-        except (OSError, EOFError, zlib.error) as err:
-            raise InputError(f"cannot read {spec}: {err}") from err
+        except OSError as err:
+            raise InputError(f"cannot read {spec}: {err.strerror or err}") from err
+        except (EOFError, zlib.error) as err:
+            raise InputError(f"cannot read {spec}: a compressed file cut short or damaged") from err
     entries.sort(key=lambda r: time_of(r) or _EPOCH)
     return entries
 

@@ -165,7 +165,10 @@ def review(
         raise output.fail(str(err)) from err
     if output_format is output.Format.TABLE:
         summary = output.under_labels(offline.summary(result), gutter=offline.GUTTER)
-        Console(highlight=False).print(summary)
+        if output.is_terminal():
+            Console(highlight=False).print(summary)
+        else:
+            output.render([summary], plain=True, width=output.TABLE_WIDTH)
         return
     if output_format is output.Format.WIDE:
         output.render([output.under_labels(offline.summary(result), gutter=0)], plain=True)

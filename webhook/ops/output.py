@@ -67,7 +67,7 @@ def format_parser(aliases: Mapping[str, Format] | None = None) -> Callable[[Any]
     def parse(value: Any) -> Format:
         if isinstance(value, Format):
             return value
-        text = str(value).strip().lower()
+        text = str(value)  # as kubectl: exactly, in lower case
         if text not in known:
             names = ", ".join(repr(f.value) for f in Format)
             raise typer.BadParameter(f"{value!r} is not one of {names}.")
@@ -230,9 +230,16 @@ def make_plain(table: Table) -> Table:
     return table
 
 
-def render(renderables: Iterable[RenderableType | str], *, plain: bool, wide: bool = False) -> None:
+def render(
+    renderables: Iterable[RenderableType | str],
+    *,
+    plain: bool,
+    wide: bool = False,
+    width: int = PLAIN_WIDTH,
+) -> None:
     """Print to stdout: rich on a terminal (a table too wide for it as ``fit`` lays it out);
-    plain text otherwise, a table in ``TABLE_WIDTH`` columns unless ``wide`` (``narrow``)."""
+    plain text otherwise, in ``width`` columns, a table in ``TABLE_WIDTH`` unless ``wide``
+    (``narrow``), without trailing blanks."""
     if not plain:
         console = Console(highlight=False)
         for item in renderables:
@@ -241,7 +248,7 @@ def render(renderables: Iterable[RenderableType | str], *, plain: bool, wide: bo
     buffer = io.StringIO()
     console = Console(
         file=buffer,
-        width=PLAIN_WIDTH,
+        width=width,
         color_system=None,
         force_terminal=False,
         highlight=False,

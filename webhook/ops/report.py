@@ -309,8 +309,8 @@ def _totals(jobs: Sequence[JobReport]) -> tuple[NamespaceTotal, ...]:
 
 
 def jobs_table(report: Report, *, plain: bool, wide: bool = True) -> Table:
-    """Per job; the verdict in a sentence when ``wide``, else its word (``split``), which fits
-    80 columns."""
+    """Per job; the verdict in a sentence when ``wide``, else its word (``SPLIT``, ``one-zone``),
+    which fits 80 columns."""
     out = output.table(f"per job ({len(report.jobs)})", plain=plain)
     for column in ("namespace", "job", "podium", "ran in", "GPU-h", "verdict"):
         out.add_column(column.upper() if plain else column, overflow="fold")
@@ -318,7 +318,9 @@ def jobs_table(report: Report, *, plain: bool, wide: bool = True) -> Table:
         i = job.intent
         podium = f"{i.zone} ({i.outcome})" if i.zone else i.outcome
         ran = ", ".join(f"{z} ({n})" for z, n in job.zones.items()) or "-"
-        verdict = VERDICTS[job.verdict] if wide else job.verdict
+        verdict = (
+            VERDICTS[job.verdict] if wide else ("SPLIT" if job.verdict == SPLIT else job.verdict)
+        )
         if job.verdict == SPLIT and not plain:
             verdict = f"[red]{verdict}[/]"
         out.add_row(i.namespace, i.job, podium, ran, f"{job.gpu_hours:.2f}", verdict)
