@@ -746,7 +746,7 @@ _WIDTHS = {
     "age": 4,
     "namespace": 10,
     "pod": 20,
-    "job": 12,
+    "job": 10,
     "role": 10,
     "outcome": 9,
     "zone": 7,

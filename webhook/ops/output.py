@@ -287,8 +287,8 @@ def fit(table: Table, *, width: int) -> RenderableType:
 
 def narrow(table: Table, *, width: int = TABLE_WIDTH) -> Table:
     """A plain table in ``width`` columns when its text can wrap between words to get there (a
-    name never folds, a row never becomes a block); as it is otherwise, as kubectl prints a
-    table whose names are longer than the screen."""
+    name never folds, a row never becomes a block); as it is otherwise, one line a row, as kubectl
+    prints a table whose names are longer than the screen."""
     natural = Measurement.get(_MEASURING, _MEASURING.options, table).maximum
     if natural <= width:
         return table
