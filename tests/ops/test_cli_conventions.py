@@ -130,6 +130,17 @@ def test_doctor_and_report_print_yaml_as_well_as_json(
     assert parsed(reported.stdout, fmt)["split"] == 1
     diagnosed = invoke("doctor", "-o", fmt)
     assert "findings" in json.dumps(parsed(diagnosed.stdout, fmt)), diagnosed.output
+    # doctor's table: a row per job in 80 columns, each finding and its fix in words below;
+    # -o wide: a row per finding, the fix beside it
+    table = invoke("doctor")
+    assert table.exit_code == 1 and widest(table.stdout) <= output.TABLE_WIDTH, table.stdout
+    row = next(line for line in table.stdout.splitlines() if "PyTorchJob/split" in line)
+    assert row.split()[-2:] == ["broken", "split-zones"]
+    words = " ".join(table.stdout.split())
+    assert "team-a/PyTorchJob/split: split-zones: pods run in 2 zones" in words
+    assert "fix: delete the job's pods" in words
+    wide = invoke("doctor", "-o", "wide").stdout
+    assert widest(wide) > output.TABLE_WIDTH and "FIX" in wide.splitlines()[0]
     table = invoke("report", str(trail))
     assert widest(table.stdout) <= output.TABLE_WIDTH, table.stdout
     assert (

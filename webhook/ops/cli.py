@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.markup import escape
 
 from webhook.core.audit import AuditEntry, Outcome
 from webhook.core.objects import parse_time
@@ -771,12 +772,22 @@ def _print_diagnosis(result: doctor_checks.Diagnosis, *, wide: bool) -> None:
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
     plain = not output.is_terminal()
-    table = checks.table(result)
+    table = checks.table(result) if wide else checks.short_table(result)
     if plain:
         output.make_plain(table)
     problems = len(result.findings)
     verdict = "no problems found" if result.ok else f"{problems} problem(s) found"
-    output.render([table, verdict], plain=plain, wide=wide)
+    lines = [] if wide else [escape(line) for line in checks.finding_lines(result)]
+    # "  fix: " is the label its sentence wraps under
+    findings: list[RenderableType] = (
+        ["", output.under_labels(lines, gutter=len("  fix: "))] if lines else []
+    )
+    output.render(
+        [table, *findings, verdict],
+        plain=plain,
+        wide=wide,
+        width=output.PLAIN_WIDTH if wide else output.TABLE_WIDTH,
+    )
 
 
 @app.command("release", cls=output.Command)

@@ -255,7 +255,10 @@ def render(
         emoji=False,
     )
     for item in renderables:
-        console.print(item if wide or not isinstance(item, Table) else narrow(item))
+        if isinstance(item, Table):  # whole rows: a table is never folded to ``width``
+            console.print(item if wide else narrow(item), width=PLAIN_WIDTH)
+        else:
+            console.print(item)
     sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
     sys.stdout.flush()
 
