@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup build controlplane helm promtool demo-operators lint typecheck unit e2e e2e-operators test demo demo-offline bench bench-placement clean
+.PHONY: setup build controlplane helm promtool demo-operators lint typecheck unit e2e e2e-operators test demo demo-stop demo-offline bench bench-placement clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,11 @@ demo-operators:
 ## podium pins them, creates the policies and audits it all.
 demo: setup controlplane demo-operators
 	$(BIN)/python -m scripts.demo $(DEMO_ARGS)
+
+## Stop a demo kept running with DEMO_ARGS=--keep (in the foreground or the background), and wait
+## until its cluster is down; its work directory stays.
+demo-stop:
+	$(BIN)/python -m scripts.demo --stop
 
 ## The same decisions offline, no cluster at all: podium review on the shipped examples; then the
 ## hold mode on a snapshot as it leaves the cluster (examples/cluster-held.yaml, taken at 12:00).

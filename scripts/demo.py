@@ -11,6 +11,12 @@ into one zone by the releaser, which the demo shows (held → released). Exits 1
 pinned to its job's one zone, or a job was not held and then released. Leaves nothing running, and
 removes what it wrote to its work directory (the cluster's CA key and an admin kubeconfig among
 it), unless ``--keep``.
+
+``--keep`` leaves it all running until Ctrl-C or SIGTERM (in the foreground or the background:
+``make demo-stop`` sends it), restarts podium on ``--restart-podium`` (SIGUSR1; podium's command
+is printed, to run it by hand instead), renews podium's ServiceAccount token before it expires
+(restarting podium with the new one), and marks the machine-wide mpi-operator lock as a kept
+demo's, so that a test run beside it stops at once saying so instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -19,21 +25,23 @@ import argparse
 import contextlib
 import fcntl
 import json
+import os
+import shlex
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import yaml
 from rich.console import Console
 from rich.table import Table
 
-from testbed import build
+from testbed import build, processes
 from testbed.controlplane import ZONES, ApiError, LocalCluster, crd_files
 from testbed.observe import Watch, api_path
 from testbed.operators import Operator, OperatorPool
@@ -59,7 +67,14 @@ PODS_TIMEOUT = 180.0
 #: How long every pod still unbound may be unschedulable before the demo stops waiting.
 UNSCHEDULABLE_PATIENCE = 20.0
 # runner.MPIOperator takes this machine-wide lock: its health port is a fixed :8080.
-MPI_LOCK = Path("/tmp/podium-operators-mpi-operator-8080.lock")
+MPI_LOCK_NAME = "mpi-operator-8080"
+MPI_LOCK = processes.lock_path(MPI_LOCK_NAME)
+#: How long podium's ServiceAccount token lives in the demo, and at which part of that a kept
+#: demo mints the next one and restarts podium with it (the tests' tokens live an hour).
+TOKEN_SECONDS = 24 * 3600
+RENEW_AT = 0.8
+#: Where a kept demo says it runs (one ``<pid>.json`` each): ``--stop``, ``--restart-podium``.
+STATE_DIR = Path(tempfile.gettempdir()) / f"podium-demo-{os.getuid()}"
 
 console = Console(width=160)
 
@@ -93,9 +108,11 @@ def start_operators(pool: OperatorPool) -> dict[str, Operator]:
     started: dict[str, Operator] = {}
     for name, title in OPERATORS.items():
         if name == "mpioperator" and mpi_port_taken():
+            holder = processes.lock_holder(MPI_LOCK_NAME) or "another process"
             console.print(
-                "  another mpi-operator on this machine holds port 8080 (a test run?): "
-                "waiting for it, up to 10 minutes …"
+                f"  another mpi-operator on this machine holds port 8080 ({holder}): "
+                "waiting for it, up to 10 minutes …",
+                markup=False,
             )
         begin = time.time()
         (operator,) = pool.ensure([name])
@@ -302,11 +319,15 @@ def show(
 
     records = list(auditview.read(podium.audit_file.read_text().splitlines()))
     records = [r for r in records if r["namespace"] == NS]
-    console.print(auditview.table(records))
-    if legend := auditview.legend(records):
-        console.print(legend)
+    # As `podium audit -n ml-team` shows them: without podium's own release UPDATEs.
+    shown = [r for r in records if not auditview.own_release(r)]
     gangs = auditview.summarize(records)
-    console.print(auditview.summary(gangs))
+    console.print(auditview.table(shown, namespace=False))
+    console.print(auditview.summary(gangs, namespace=False))
+    if legend := auditview.legend(shown, gangs, wide=False):
+        console.print(legend)
+    if hidden := len(records) - len(shown):
+        console.print(f"({hidden} of podium's own release UPDATEs not shown)")
     releases = held_then_released(records)
     for line in releases.values():
         console.print(line, markup=False)
@@ -433,19 +454,35 @@ def main() -> int:
         "--workdir", type=Path, help="where to keep the cluster's files (default: a temp dir)"
     )
     parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the kept demos of this user (make demo-stop) and exit",
+    )
+    parser.add_argument(
+        "--restart-podium",
+        action="store_true",
+        help="restart podium in the kept demos of this user (with a new token) and exit",
+    )
+    parser.add_argument(
         "--json-summary",
         type=Path,
         metavar="PATH",
         help="also write what the tables show, and the problems found, as JSON to PATH",
     )
     args = parser.parse_args()
-    # SIGTERM (a test's timeout, say) stops podium, the operators and the cluster like Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.stop:
+        return stop_kept()
+    if args.restart_podium:
+        return signal_kept(signal.SIGUSR1, "asked to restart podium")
+    install_signals()
     bin_dir = build_controlplane()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="podium-demo-"))
     console.print(f"[bold]Starting the control plane[/] in {work} …")
     try:
         return run(args, bin_dir, work)
+    except KeyboardInterrupt:
+        console.print("stopped before the end: podium, the operators and the cluster stop too")
+        return 128 + (STOPPED_BY[0] if STOPPED_BY else signal.SIGINT)
     finally:
         if args.keep:
             console.print(f"Kept {work} (--keep): it holds the cluster's CA key and kubeconfig.")
@@ -466,7 +503,7 @@ def run(args: argparse.Namespace, bin_dir: Path, work: Path) -> int:
         with contextlib.suppress(ApiError):
             cluster.create_namespace("podium-system")  # the reconciler's leader-election lease
         cluster.create_namespace(NS, {"podium.dev/enabled": "true"})
-        podium = Podium(cluster, work / "podium")
+        podium = Podium(cluster, work / "podium", token_seconds=TOKEN_SECONDS)
         podium.start()
         try:
             podium.register()
@@ -484,21 +521,162 @@ def run(args: argparse.Namespace, bin_dir: Path, work: Path) -> int:
             if stuck:
                 log_tails(operators, podium)
             if args.keep:
-                console.print(
-                    f"\nkubeconfig: [bold]{cluster.kubeconfig}[/]  (kubectl --kubeconfig …)"
-                )
-                console.print(
-                    f"podium: {podium.url}, audit trail: {podium.audit_file}; operator logs in "
-                    f"{work / 'operators'}. Ctrl-C to stop."
-                )
-                try:
-                    while True:
-                        time.sleep(3600)
-                except KeyboardInterrupt:
-                    pass
+                keep(cluster, podium, work)
             return 0 if ok else 1
         finally:
             podium.stop()
+
+
+# -- a kept demo ---------------------------------------------------------------------------------
+
+#: The signals that stopped the demo, the first first.
+STOPPED_BY: list[int] = []
+#: Set by SIGUSR1 (``--restart-podium``): the kept demo restarts podium at its next look.
+RESTART: list[bool] = []
+
+
+def install_signals() -> None:
+    """Ctrl-C (SIGINT) and SIGTERM stop the demo alike, in the foreground or the background (a
+    shell starts a background job with SIGINT ignored, and Python then leaves it ignored: the
+    handler is set here whatever was inherited). The first one stops it; later ones while it
+    cleans up are only noted. SIGUSR1 restarts podium in a kept demo."""
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGUSR1, _restart)
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    STOPPED_BY.append(signum)
+    if len(STOPPED_BY) == 1:
+        raise KeyboardInterrupt
+    console.print("still stopping (podium, the operators, the cluster) …")
+
+
+def _restart(_signum: int, _frame: FrameType | None) -> None:
+    RESTART.append(True)
+
+
+def renewal_due(minted: float | None, seconds: float, now: float) -> bool:
+    """Whether podium's token, minted at ``minted`` for ``seconds``, is due for the next one
+    (``RENEW_AT`` of its life gone); never for a podium without a token of its own."""
+    return minted is not None and now >= minted + RENEW_AT * seconds
+
+
+def keep(cluster: LocalCluster, podium: Podium, work: Path) -> None:
+    """Say how to use and stop the kept demo, then `wait_kept` until a signal stops it."""
+    state = STATE_DIR / f"{os.getpid()}.json"
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    state.write_text(
+        json.dumps({"pid": os.getpid(), "work": str(work), "kubeconfig": str(cluster.kubeconfig)})
+    )
+    with contextlib.suppress(OSError):  # the demo's mpi-operator holds the lock
+        processes.describe_holder(
+            MPI_LOCK_NAME,
+            f"{processes.KEPT}a kept podium demo (pid {os.getpid()}); make demo-stop ends it",
+        )
+    console.print(f"\nkubeconfig: [bold]{cluster.kubeconfig}[/]  (kubectl --kubeconfig …)")
+    console.print(
+        f"podium: {podium.url}, audit trail: {podium.audit_file}; operator logs in "
+        f"{work / 'operators'}. podium runs as (its token is renewed while the demo runs):"
+    )
+    console.print(f"  {shlex.join(podium.command())}", markup=False, soft_wrap=True)
+    console.print(
+        "Restart podium: python -m scripts.demo --restart-podium. Stop the demo: Ctrl-C, "
+        f"kill {os.getpid()} or make demo-stop. mpi-operator's port 8080 is this machine's: a "
+        "test run beside it stops its MPIJob tests at once (make demo-stop first)."
+    )
+    try:
+        wait_kept(podium)
+    except KeyboardInterrupt:
+        console.print("stopping the kept demo …")
+    finally:
+        state.unlink(missing_ok=True)
+
+
+def wait_kept(podium: Podium, *, poll: float = 1.0) -> None:
+    """Until a signal stops it (KeyboardInterrupt): restart podium when asked or when its token
+    is due for renewal (a fresh token first), and say once if podium exits by itself."""
+    exited = False
+    while True:
+        time.sleep(poll)
+        due = renewal_due(podium.token_minted, podium.token_seconds, time.time())
+        if RESTART or due:
+            why = "as asked" if RESTART else "with a renewed token"
+            RESTART.clear()
+            podium.stop()
+            podium.renew_token()
+            podium.start()
+            exited = False
+            console.print(f"podium restarted {why} at {podium.url}")
+        elif not exited and (podium.process is None or podium.process.poll() is not None):
+            exited = True
+            console.print(
+                f"podium exited (its log: {podium.log_file}); python -m scripts.demo "
+                "--restart-podium starts it again"
+            )
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def kept_demos() -> list[dict[str, Any]]:
+    """The kept demos of this user that still run (state files of others are removed)."""
+    found = []
+    for path in sorted(STATE_DIR.glob("*.json")):
+        try:
+            state = json.loads(path.read_text())
+            pid = int(state["pid"])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if b"scripts.demo" in command and alive(pid):
+            found.append(state)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+def signal_kept(signum: int, done: str) -> int:
+    """Send ``signum`` to every kept demo; 0, or 1 when there is none."""
+    demos = kept_demos()
+    if not demos:
+        console.print("no kept demo is running")
+        return 1
+    for state in demos:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(state["pid"]), signum)
+        console.print(f"{done}: the demo of pid {state['pid']} ({state['work']})", markup=False)
+    return 0
+
+
+def stop_kept(timeout: float = 120.0) -> int:
+    """``make demo-stop``: SIGTERM to every kept demo, then wait until each has stopped its
+    cluster and exited. 0 (also when none runs), 1 when one is still running at ``timeout``."""
+    demos = kept_demos()
+    if not demos:
+        console.print("no kept demo is running")
+        return 0
+    for state in demos:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(state["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    running = [s for s in demos if alive(int(s["pid"]))]
+    while running and time.monotonic() < deadline:
+        time.sleep(0.2)
+        running = [s for s in running if alive(int(s["pid"]))]
+    for state in demos:
+        if state in running:
+            console.print(f"the demo of pid {state['pid']} is still stopping", markup=False)
+        else:
+            console.print(f"stopped the demo of pid {state['pid']}; kept {state['work']}")
+    return 1 if running else 0
 
 
 if __name__ == "__main__":

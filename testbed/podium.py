@@ -53,6 +53,7 @@ class Podium:
         config: str | None = None,
         stdout: int = subprocess.DEVNULL,
         chart_rbac: Sequence[str] | None = (),
+        token_seconds: int = rbac.TOKEN_SECONDS,
     ) -> None:
         """``stdout``: where podium's audit lines go; ``subprocess.PIPE`` to read them.
         ``chart_rbac``: podium runs as the chart's ServiceAccount with exactly the chart's RBAC,
@@ -62,7 +63,8 @@ class Podium:
         chart grants enough. ``None``: podium uses ``cluster.kubeconfig`` as it is (the cluster's
         admin, or the user a test's stand-in cluster names).
         The token reaches the apiserver at the server ``cluster.kubeconfig`` names, so a cluster
-        seen through a fault proxy stays behind it."""
+        seen through a fault proxy stays behind it, and lives ``token_seconds`` (`renew_token`
+        mints the next one)."""
         self.cluster = cluster
         self.stdout = stdout
         self.work_dir = work_dir
@@ -72,14 +74,20 @@ class Podium:
         self.log_file = work_dir / "podium.log"
         self.config = config
         self.kubeconfig = cluster.kubeconfig
+        self.chart_rbac = chart_rbac
+        self.token_seconds = token_seconds
+        #: When podium's token was minted (``time.time()``); None: it runs as the cluster's user.
+        self.token_minted: float | None = None
         if chart_rbac is not None:
             cluster.apply(_namespace(NAMESPACE))
+            self.token_minted = time.time()
             self.kubeconfig = rbac.as_installed(
                 cluster,
                 work_dir,
                 namespace=NAMESPACE,
                 values=chart_rbac,
                 server=_server(cluster.kubeconfig),
+                token_seconds=token_seconds,
             )
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
@@ -183,6 +191,21 @@ class Podium:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self.process = None
+
+    def renew_token(self) -> None:
+        """Mint podium's next token into its kubeconfig (the running process keeps the one it
+        read: restart it, `stop` then `start`, to use it)."""
+        if self.chart_rbac is None:
+            return
+        self.token_minted = time.time()
+        self.kubeconfig = rbac.as_installed(
+            self.cluster,
+            self.work_dir,
+            namespace=NAMESPACE,
+            values=self.chart_rbac,
+            server=_server(self.cluster.kubeconfig),
+            token_seconds=self.token_seconds,
+        )
 
     def log_tail(self, lines: int = 40) -> str:
         return tail(self.log_file, lines)

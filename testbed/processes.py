@@ -23,11 +23,15 @@ from typing import Self
 
 __all__ = [
     "HOST",
+    "KEPT",
     "LOG_TAIL_LINES",
     "Process",
     "child_env",
+    "describe_holder",
     "die_with_parent",
     "free_port",
+    "lock_holder",
+    "lock_path",
     "machine_lock",
     "port_free",
     "tail",
@@ -84,23 +88,60 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+#: How a lock's holder marks itself as staying (a kept demo): a waiter gives up at once.
+KEPT = "kept: "
+
+
+def lock_path(name: str) -> Path:
+    """The file behind ``machine_lock(name)``; it holds a line saying who holds the lock."""
+    return Path("/tmp") / f"podium-operators-{name}.lock"
+
+
+def lock_holder(name: str) -> str:
+    """Who holds ``machine_lock(name)`` (or last held it), as they said: ``""`` when unknown."""
+    with contextlib.suppress(OSError):
+        return lock_path(name).read_text().strip()
+    return ""
+
+
+def describe_holder(name: str, text: str) -> None:
+    """Say who holds ``machine_lock(name)`` (call it while holding the lock): ``KEPT`` first
+    makes every waiter give up at once, naming ``text``, instead of waiting for its timeout."""
+    path = lock_path(name)
+    with path.open("r+") as handle:
+        handle.truncate(0)
+        handle.write(text + "\n")
+
+
 @contextlib.contextmanager
 def machine_lock(name: str, *, timeout: float) -> Iterator[None]:
-    """An exclusive lock shared by every process on this machine (for fixed ports and paths)."""
-    path = Path("/tmp") / f"podium-operators-{name}.lock"
-    with path.open("a") as handle:
+    """An exclusive lock shared by every process on this machine (for fixed ports and paths).
+    The holder writes who it is into the file; a holder that stays (``KEPT``, a kept demo) is
+    not waited for: ``TimeoutError`` at once, saying who it is and how to stop it."""
+    path = lock_path(name)
+    with path.open("a+") as handle:
         deadline = time.monotonic() + timeout
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                holder = lock_holder(name)
+                if holder.startswith(KEPT):
+                    raise TimeoutError(f"{path} is held by {holder[len(KEPT) :]}") from None
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path} is held by another process") from None
+                    who = f" ({holder})" if holder else ""
+                    raise TimeoutError(f"{path} is held by another process{who}") from None
                 time.sleep(0.5)
+        handle.seek(0)
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]})\n")
+        handle.flush()
         try:
             yield
         finally:
+            handle.truncate(0)  # nobody holds it now
+            handle.flush()
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

@@ -65,11 +65,14 @@ def install(cluster: LocalCluster, objects: Sequence[dict[str, Any]]) -> None:
             )
 
 
-def mint_token(cluster: LocalCluster, *, namespace: str, name: str) -> str:
-    """A token for ServiceAccount ``namespace/name``, from the TokenRequest API."""
+def mint_token(
+    cluster: LocalCluster, *, namespace: str, name: str, seconds: int = TOKEN_SECONDS
+) -> str:
+    """A token for ServiceAccount ``namespace/name``, from the TokenRequest API, valid for
+    ``seconds``."""
     core = k8s.CoreV1Api(cluster.api_client())
     request = k8s.AuthenticationV1TokenRequest(
-        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
+        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
     )
     status = core.create_namespaced_service_account_token(name, namespace, request).status
     if status is None or not status.token:
@@ -109,11 +112,15 @@ def as_installed(
     namespace: str,
     values: Sequence[str] = (),
     server: str | None = None,
+    token_seconds: int = TOKEN_SECONDS,
 ) -> Path:
     """Install the chart's ServiceAccount and RBAC; a kubeconfig that is that ServiceAccount
-    (reaching the apiserver at ``server``, by default the cluster's own URL)."""
+    (reaching the apiserver at ``server``, by default the cluster's own URL) with a token valid
+    for ``token_seconds``."""
     objects = render(namespace=namespace, values=values)
     install(cluster, objects)
     (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
-    token = mint_token(cluster, namespace=namespace, name=account["metadata"]["name"])
+    token = mint_token(
+        cluster, namespace=namespace, name=account["metadata"]["name"], seconds=token_seconds
+    )
     return kubeconfig(cluster, work_dir / "podium-sa.kubeconfig", token=token, server=server)

@@ -66,7 +66,7 @@ def test_audit_help_names_its_files_as_the_usage_line_does() -> None:
     [
         (["nope"], "No such command 'nope'"),
         (["audit", "--outcome", "x"], "'x' is not one of"),
-        (["doctor", "-o", "yaml"], "'yaml' is not one of 'table', 'json'"),
+        (["doctor", "-o", "xml"], "'xml' is not one of 'table', 'wide', 'json', 'yaml'"),
         (["review", "pod.yaml"], "Missing option '--cluster'"),
         (["serve"], "--cert-file and --key-file are required"),
         (["serve", "--no-tls", "--config", "/nonexistent.yaml"], "cannot read settings file"),

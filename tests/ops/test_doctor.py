@@ -514,7 +514,7 @@ def test_command_an_unreachable_cluster_is_one_line(unreachable_kubeconfig: Path
 
 
 def test_command_refuses_an_unknown_output(stub_cluster: Cluster) -> None:
-    result = CliRunner().invoke(cli.app, ["doctor", "-o", "yaml"])
+    result = CliRunner().invoke(cli.app, ["doctor", "-o", "xml"])
     assert result.exit_code == 2
 
 

@@ -178,7 +178,7 @@ def test_show_completion_prints_the_script_for_the_shell_named(shell: str) -> No
     ("words", "cword", "expected"),
     [
         ("podium do", 1, ["doctor"]),
-        ("podium doctor -o ", 3, ["table", "json"]),
+        ("podium doctor -o ", 3, ["table", "wide", "json", "yaml"]),
         ("podium certs ro", 2, ["rotate"]),
         ("podium audit --outcome g", 3, ["grouped", "guard"]),
     ],
@@ -198,7 +198,7 @@ def test_podium_completes_commands_and_choices_in_bash(
     ("words", "expected"),
     [
         (["do"], ["doctor\tCheck a live cluster's training jobs:...", ":4"]),
-        (["doctor", "-o", ""], ["table", "json", ":4"]),
+        (["doctor", "-o", ""], ["table", "wide", "json", "yaml", ":4"]),
         (["-n", "ml", "rel"], ["release\tRelease a job held by podium...", ":4"]),
         (["certs", "sh"], ["show\tList the certificates in a state directory...", ":4"]),
         # Nothing to offer (a file, a name): the shell completes file names.
@@ -222,5 +222,5 @@ def test_kubectl_completes_kubectl_podium_through_the_plugins_completer() -> Non
     """The real kubectl (≥ 1.26) runs ``kubectl_complete-podium`` found on PATH."""
     answer = run(real_kubectl(), "__complete", "podium", "doctor", "-o", "")
     assert answer.returncode == 0, answer.stderr
-    assert answer.stdout.splitlines() == ["table", "json", ":4"]
+    assert answer.stdout.splitlines() == ["table", "wide", "json", "yaml", ":4"]
     assert "kubectl_complete-podium" in answer.stderr  # kubectl's debug line: who it asked

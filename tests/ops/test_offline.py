@@ -50,7 +50,7 @@ def review(
     if config is None or "zone-chooser" not in config:
         config = PIN_CONFIG + (config or "")
     (tmp_path / "podium.yaml").write_text(config)
-    args += ["--config", str(tmp_path / "podium.yaml")]
+    args += ["--config", str(tmp_path / "podium.yaml"), "-o", "json"]
     result = runner.invoke(app, args)
     out = json.loads(result.stdout) if result.exit_code == 0 else None
     return result.exit_code, out, result.stderr
@@ -195,6 +195,8 @@ def test_shipped_examples_through_the_installed_command() -> None:
             str(EXAMPLES / "cluster.yaml"),
             "--config",
             str(EXAMPLES / "podium-pin.yaml"),
+            "-o",
+            "json",
         ],
         capture_output=True,
         text=True,
@@ -218,6 +220,8 @@ def test_shipped_examples_through_the_installed_command() -> None:
             str(EXAMPLES / "cluster.yaml"),
             "--config",
             str(EXAMPLES / "podium-pin.yaml"),
+            "-o",
+            "json",
         ],
         capture_output=True,
         text=True,
@@ -234,8 +238,17 @@ def test_shipped_examples_through_the_installed_command() -> None:
 
 
 def invoke_review(
-    tmp_path: Path, pod: dict[str, Any], objects: list[Any], *args: str, **env: str
+    tmp_path: Path,
+    pod: dict[str, Any],
+    objects: list[Any],
+    *args: str,
+    output: str | None = "json",
+    **env: str,
 ) -> Any:
+    """``podium review`` of ``pod`` against ``objects``, with ``-o output`` unless ``args``
+    choose one (None: the default format)."""
+    if output is not None and "-o" not in args:
+        args = (*args, "-o", output)
     inp = tmp_path / "pod.json"
     inp.write_text(json.dumps(pod))
     cluster = tmp_path / "cluster.yaml"
@@ -248,10 +261,16 @@ def invoke_review(
     )
 
 
-def test_a_terminal_gets_a_summary_and_a_pipe_the_json(tmp_path: Path) -> None:
+def test_the_summary_is_the_default_piped_or_not_and_json_yaml_say_the_same(
+    tmp_path: Path,
+) -> None:
+    """As kubectl: one default format (-o table, the summary) whether stdout is a terminal or a
+    pipe; ``summary``, its old name, still works; json and yaml carry the same answer."""
     pj = pytorchjob()
     pod = pytorch_pod(pj).obj()
-    summary = invoke_review(tmp_path, pod, base_cluster(pj), TTY_COMPATIBLE="1", NO_COLOR="1")
+    summary = invoke_review(
+        tmp_path, pod, base_cluster(pj), output=None, TTY_COMPATIBLE="1", NO_COLOR="1"
+    )
     assert summary.exit_code == 0, summary.output
     text = re.sub(r"\x1b\[[0-9;]*m", "", summary.stdout)  # bold, whatever NO_COLOR says
     assert "team-a/llama-worker-0 (PyTorchJob/llama, worker): pinned to zone zone-c" in text
@@ -260,8 +279,14 @@ def test_a_terminal_gets_a_summary_and_a_pipe_the_json(tmp_path: Path) -> None:
     assert "zone-c: 64 nvidia.com/gpu" in text and "← chosen" in text
     assert "add /metadata/labels/podium.dev/job = " in text  # readable paths, not ~1
     assert "creates  ConfigMap podium-pytorchjob-llama-" in text and "(decision record)" in text
+    piped = invoke_review(tmp_path, pod, base_cluster(pj), output=None)
+    assert piped.stdout.splitlines()[0] == text.splitlines()[0]
+    assert piped.stdout == invoke_review(tmp_path, pod, base_cluster(pj), output="summary").stdout
+    assert piped.stdout == invoke_review(tmp_path, pod, base_cluster(pj), output="table").stdout
+    wide = invoke_review(tmp_path, pod, base_cluster(pj), output="wide").stdout
+    assert max(len(line) for line in wide.splitlines()) > 80  # lines unwrapped
+    assert " ".join(wide.split()) == " ".join(piped.stdout.split())
     piped = invoke_review(tmp_path, pod, base_cluster(pj))
-    assert set(json.loads(piped.stdout)) == {"response", "patchedObject", "sideEffects", "audit"}
     as_json = invoke_review(tmp_path, pod, base_cluster(pj), "-o", "json", TTY_COMPATIBLE="1")
     as_yaml = invoke_review(tmp_path, pod, base_cluster(pj), "-o", "yaml")
 
@@ -558,7 +583,7 @@ def test_a_zone_that_does_not_fit_says_how_its_free_capacity_is_split(tmp_path: 
     ]
     objects = [*base_cluster(pj), *six_each]
     shown = invoke_review(
-        tmp_path, pytorch_pod(pj).obj(), objects, "-o", "summary", NO_COLOR="1", COLUMNS="200"
+        tmp_path, pytorch_pod(pj).obj(), objects, "-o", "wide", NO_COLOR="1"
     ).stdout
     (line,) = [line.rstrip() for line in shown.splitlines() if "zone-c:" in line]
     assert "16 nvidia.com/gpu" in line and "does not fit" in line

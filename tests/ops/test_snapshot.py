@@ -132,7 +132,8 @@ def test_snapshot_then_review_is_two_commands(
     pin = tmp_path / "pin.yaml"
     pin.write_text("zone-chooser: pin\n")  # the pin at admission: the master follows the worker
     reviewed = runner.invoke(
-        cli.app, ["review", str(pod), "--cluster", str(cluster), "--config", str(pin)]
+        cli.app,
+        ["review", str(pod), "--cluster", str(cluster), "--config", str(pin), "-o", "json"],
     )
     assert reviewed.exit_code == 0, reviewed.output
     result = json.loads(reviewed.stdout)

@@ -243,8 +243,13 @@ class Settings:
             return cls()
         try:
             data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as err:
-            raise SettingsError(f"cannot read settings file {path}: {err}") from err
+        except OSError as err:
+            raise SettingsError(
+                f"cannot read settings file {path}: {err.strerror or err} (check the --config path)"
+            ) from err
+        except yaml.YAMLError as err:
+            first = str(err).splitlines()[0] if str(err) else "not YAML"
+            raise SettingsError(f"cannot read settings file {path}: {first}") from err
         if data is None:
             return cls()
         if not isinstance(data, Mapping):
@@ -292,11 +297,13 @@ def _coerce(key: str, value: Any) -> Any:
             raise TypeError("a string")
         return value
     except (TypeError, ValueError) as err:
-        choices = ""
+        # In words, never Python's ("could not convert string to float", "is not a valid …").
         if key in enums:
-            choices = " (one of: " + ", ".join(m.value for m in enums[key]) + ")"
-        if key == "zone_chooser":
-            choices = choices[:-1] + "; podium = pin)"
-        raise SettingsError(
-            f"setting {key.replace('_', '-')}={value!r} is invalid: {err}{choices}"
-        ) from err
+            why = "it must be one of: " + ", ".join(m.value for m in enums[key])
+            if key == "zone_chooser":
+                why += " (podium = pin)"
+        elif key in _SECONDS:
+            why = f"it must be a number, {_SECONDS[key][1]}"
+        else:
+            why = f"it must be {err}"  # "a string", "a list of namespace names"
+        raise SettingsError(f"setting {key.replace('_', '-')}={value!r} is invalid: {why}") from err

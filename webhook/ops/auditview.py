@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import enum
 import glob
 import gzip
 import io
@@ -39,12 +38,8 @@ from rich.table import Table
 from webhook.core.audit import MARKER, AuditEntry, Outcome
 from webhook.ops import output
 
-
-class Format(enum.StrEnum):
-    TABLE = "table"
-    WIDE = "wide"
-    JSON = "json"
-    YAML = "yaml"
+#: ``-o``: table, wide, json or yaml, as every command spells it.
+Format = output.Format
 
 
 class InputError(ValueError):
@@ -55,7 +50,7 @@ STDIN = "-"
 
 #: The markers of the table, and what they mean (``legend`` lists those that appear).
 MARKERS = {
-    "*": "coordinator (the pod its gang's zone follows)",
+    "*": "coordinator (the pod its gang's zone follows; -o wide)",
     "!": "answered with warnings (-o wide lists them)",
     "~": "dry run (nothing was created)",
     "^": "shadow mode (decided and recorded; the pod was admitted unchanged)",
@@ -154,8 +149,10 @@ def load(specs: Sequence[str], tally: Tally | None = None) -> list[AuditEntry]:
         try:
             with open_text(spec) as text:
                 entries.extend(read(text, tally))
-        except (OSError, EOFError, zlib.error) as err:
-            raise InputError(f"cannot read {spec}: {err}") from err
+        except OSError as err:
+            raise InputError(f"cannot read {spec}: {err.strerror or err}") from err
+        except (EOFError, zlib.error) as err:
+            raise InputError(f"cannot read {spec}: a compressed file cut short or damaged") from err
     entries.sort(key=lambda r: time_of(r) or _EPOCH)
     return entries
 
@@ -297,8 +294,12 @@ class Filter:
     user: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    #: Leave out podium's own release UPDATEs (``own_release``).
+    hide_own_releases: bool = False
 
     def matches(self, entry: Mapping[str, Any]) -> bool:
+        if self.hide_own_releases and own_release(entry):
+            return False
         if self.pod is not None and not pod_matches(self.pod, entry):
             return False
         checks = (
@@ -321,6 +322,18 @@ class Filter:
             if self.until is not None and moment > self.until:
                 return False
         return True
+
+
+#: The reason of the entry podium writes when its releaser's own UPDATE of a held pod (taking
+#: the gate off) comes back through admission: skipped, one per released pod.
+OWN_RELEASE = "own-release"
+
+
+def own_release(entry: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` is podium's own release UPDATE coming back (``skipped own-release``):
+    the releaser's entry already says what it released, so ``podium audit`` hides these unless
+    ``--show-own-releases``."""
+    return entry.get("outcome") == Outcome.SKIPPED and entry.get("reason") == OWN_RELEASE
 
 
 def pod_matches(name: str, entry: Mapping[str, Any]) -> bool:
@@ -526,20 +539,51 @@ def short_gang(gang: str, uid: str, *, width: int = SHORT_UID) -> str:
     return gang[:width]
 
 
-def _job_cell(entry: Mapping[str, Any]) -> str:
+def _job_cell(entry: Mapping[str, Any], *, kind: bool) -> str:
     job = entry.get("job") or {}
-    return f"{job.get('kind', '')}/{job.get('name', '')}" if job else "-"
+    if not job:
+        return "-"
+    return f"{job.get('kind', '')}/{job.get('name', '')}" if kind else str(job.get("name") or "-")
 
 
-COLUMNS = ("time", "namespace", "pod", "job", "role", "outcome", "zone", "reason")
-WIDE_COLUMNS = (*COLUMNS, "gang", "user", "ms", "detail")
+#: The table's columns: short enough for 80 columns (AGE, not the time; the job's name, not its
+#: kind; the reason without the releaser's action); ``-o wide`` adds the rest.
+COLUMNS = ("age", "namespace", "pod", "job", "outcome", "zone", "reason")
+WIDE_COLUMNS = (
+    "age",
+    "namespace",
+    "pod",
+    "job",
+    "role",
+    "outcome",
+    "zone",
+    "reason",
+    "time",
+    "gang",
+    "user",
+    "ms",
+    "detail",
+)
+
+
+def columns(*, wide: bool = False, namespace: bool = True) -> tuple[str, ...]:
+    """The table's columns; without NAMESPACE when ``-n`` chose one (as kubectl shows it only
+    for ``--all-namespaces``)."""
+    chosen = WIDE_COLUMNS if wide else COLUMNS
+    return chosen if namespace else tuple(c for c in chosen if c != "namespace")
 
 
 def row(
-    entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True, gang_width: int = SHORT_UID
+    entry: Mapping[str, Any],
+    *,
+    wide: bool = False,
+    utc: bool = True,
+    gang_width: int = SHORT_UID,
+    now: datetime | None = None,
+    namespace: bool = True,
 ) -> list[str]:
-    """One entry as the table's cells (``COLUMNS``, or ``WIDE_COLUMNS`` when ``wide``, its gang
-    cut to ``gang_width`` characters of the UID)."""
+    """One entry as the table's cells (``columns(wide=wide, namespace=namespace)``, its gang
+    cut to ``gang_width`` characters of the UID, its AGE as of ``now``)."""
     role = str(entry.get("role") or "")
     if entry.get("coordinator"):
         role += " *"
@@ -551,32 +595,31 @@ def row(
     if entry.get("shadow"):
         outcome += " ^"
     reason = str(entry.get("reason") or "")
-    if entry.get("action"):
+    if wide and entry.get("action"):
         reason += f" ({entry['action']}: {entry.get('result', '')})"
-    cells = [
-        format_time(time_of(entry), utc=utc, precise=wide),
-        str(entry.get("namespace") or ""),
-        str(entry.get("pod") or "-"),
-        _job_cell(entry),
-        role or "-",
-        outcome,
-        str(entry.get("zone") or "-"),
-        reason,
+    moment = time_of(entry)
+    job = entry.get("job") or {}
+    detail = [str(entry.get("detail") or "")] + [
+        f"warning: {w}" for w in entry.get("warnings") or []
     ]
-    if wide:
-        job = entry.get("job") or {}
-        detail = [str(entry.get("detail") or "")] + [
-            f"warning: {w}" for w in entry.get("warnings") or []
-        ]
-        cells += [
-            short_gang(str(job.get("gang") or ""), str(job.get("uid") or ""), width=gang_width)
-            if job
-            else "-",
-            str(entry.get("user") or "-"),
-            f"{float(entry.get('latencyMs') or 0):.1f}",
-            "\n".join(d for d in detail if d),
-        ]
-    return cells
+    cells = {
+        "age": output.age(moment, now or datetime.now(UTC)),
+        "namespace": str(entry.get("namespace") or ""),
+        "pod": str(entry.get("pod") or "-"),
+        "job": _job_cell(entry, kind=wide),
+        "role": role or "-",
+        "outcome": outcome,
+        "zone": str(entry.get("zone") or "-"),
+        "reason": reason or "-",
+        "time": format_time(moment, utc=utc, precise=True),
+        "gang": short_gang(str(job.get("gang") or ""), str(job.get("uid") or ""), width=gang_width)
+        if job
+        else "-",
+        "user": str(entry.get("user") or "-"),
+        "ms": f"{float(entry.get('latencyMs') or 0):.1f}",
+        "detail": "\n".join(d for d in detail if d),
+    }
+    return [cells[c] for c in columns(wide=wide, namespace=namespace)]
 
 
 def table(
@@ -585,16 +628,38 @@ def table(
     wide: bool = False,
     utc: bool = True,
     plain: bool = False,
+    now: datetime | None = None,
+    namespace: bool = True,
 ) -> Table:
     out = output.table(f"podium admissions ({len(entries)})", plain=plain)
     width = uid_width(str((e.get("job") or {}).get("uid") or "") for e in entries)
-    for column in WIDE_COLUMNS if wide else COLUMNS:
+    for column in columns(wide=wide, namespace=namespace):
         # Short values never wrap; names fold when the terminal is narrow.
-        short = column in ("time", "role", "outcome", "zone", "ms")
+        short = column in ("age", "time", "role", "outcome", "zone", "ms")
         out.add_column(column.upper() if plain else column, overflow="fold", no_wrap=short)
+    moment = now or datetime.now(UTC)
     for entry in entries:
-        out.add_row(*row(entry, wide=wide, utc=utc, gang_width=width))
+        out.add_row(
+            *row(entry, wide=wide, utc=utc, gang_width=width, now=moment, namespace=namespace)
+        )
     return out
+
+
+#: A gang's verdict in the table (``-o wide``: ``VERDICT_TEXT``'s sentence).
+VERDICT_WORD = {
+    SPLIT: "SPLIT",
+    CHECK: "check",
+    NO_ROOM: "no-room",
+    HELD: "held",
+    OK: "ok",
+}
+VERDICT_TEXT = {
+    SPLIT: "SPLIT across zones",
+    CHECK: "check: not every pod pinned",
+    NO_ROOM: "check: pinned without room (podium doctor: are its pods Pending?)",
+    HELD: "held: waiting for one zone with room (podium doctor says why)",
+    OK: "ok",
+}
 
 
 def summary(
@@ -602,64 +667,93 @@ def summary(
     *,
     wide: bool = False,
     plain: bool = False,
+    namespace: bool = True,
 ) -> Table:
-    """Per gang: admissions, the zones they were pinned to (more than one: SPLIT), outcomes."""
+    """Per gang: admissions, the zones they were pinned to (more than one: SPLIT), the verdict;
+    ``wide`` adds the outcomes and says each verdict in a sentence."""
     grouped = entries if isinstance(entries, Summary) else summarize(entries)
     gangs = grouped.gangs
     width = uid_width(g.uid for g in gangs)
     out = output.table(f"per job ({len(gangs)})", plain=plain)
-    columns = ["namespace", "job", "gang", "admissions", "zones", "outcomes", "verdict"]
-    for column in columns:
+    names = ["namespace"] if namespace else []
+    names += ["job", "gang", "admitted", "zones", *(["outcomes"] if wide else []), "verdict"]
+    for column in names:
         out.add_column(column.upper() if plain else column, overflow="fold")
     for g in gangs:
-        zones = ", ".join(f"{z} ({n})" for z, n in sorted(g.zones.items())) or "-"
+        if wide:  # how many admissions each zone took
+            zones = ", ".join(f"{z} ({n})" for z, n in sorted(g.zones.items())) or "-"
+        else:  # one word, as kubectl lists (a split gang's zones stay on one line)
+            zones = ",".join(sorted(g.zones)) or "-"
         outcomes = ", ".join(f"{o} ({n})" for o, n in sorted(g.outcomes.items()))
         extra = [f"{g.reconciled} reconciled"] if g.reconciled else []
         extra += [f"{g.dry_runs} dry run"] if g.dry_runs else []
         extra += [f"{g.shadows} shadow"] if g.shadows else []
-        verdict = {
-            SPLIT: "SPLIT across zones" if plain else "[red]SPLIT across zones[/]",
-            CHECK: "check: not every pod pinned",
-            NO_ROOM: "check: pinned without room (podium doctor: are its pods Pending?)",
-            HELD: "held: waiting for one zone with room (podium doctor says why)",
-            OK: "ok",
-        }[g.verdict]
+        verdict = (VERDICT_TEXT if wide else VERDICT_WORD)[g.verdict]
+        if g.verdict == SPLIT and not plain:
+            verdict = f"[red]{verdict}[/]"
         out.add_row(
-            g.namespace,
+            *([g.namespace] if namespace else []),
             g.job,
             g.gang if wide else short_gang(g.gang, g.uid, width=width),
             str(g.admissions),
             zones,
-            ", ".join([outcomes, *extra] if outcomes else extra) or "-",
+            *([", ".join([outcomes, *extra] if outcomes else extra) or "-"] if wide else []),
             verdict,
         )
     return out
 
 
-def legend(entries: Iterable[Mapping[str, Any]]) -> str | None:
-    """What the markers that appear in the table mean; None when none appears."""
+def legend(
+    entries: Iterable[Mapping[str, Any]],
+    summary: Summary | None = None,
+    *,
+    wide: bool = True,
+) -> str | None:
+    """What the markers that appear in the table mean, one a line (the coordinator's only
+    ``wide``, where ROLE shows it), and what the verdicts of ``summary`` other than ``ok`` mean
+    when the table says them in a word; None when there is nothing to explain."""
     used: set[str] = set()
     for entry in entries:
-        used |= {"*"} if entry.get("coordinator") else set()
+        used |= {"*"} if entry.get("coordinator") and wide else set()
         used |= {"!"} if entry.get("warnings") else set()
         used |= {"~"} if entry.get("dryRun") else set()
         used |= {"^"} if entry.get("shadow") else set()
-    return "   ".join(f"{m} {text}" for m, text in MARKERS.items() if m in used) or None
+    lines = [f"{m} {text}" for m, text in MARKERS.items() if m in used]
+    if summary is not None and not wide:
+        verdicts = {g.verdict for g in summary.gangs} - {OK}
+        lines += [VERDICT_TEXT[v] for v in (CHECK, NO_ROOM, HELD) if v in verdicts]
+        lines += ["SPLIT: its pods were pinned to more than one zone"] if SPLIT in verdicts else []
+    return "\n".join(lines) or None
 
 
-def stream_header(*, wide: bool = False) -> str:
-    return "  ".join(c.upper().ljust(w) for c, w in zip(_columns(wide), _WIDTHS, strict=False))
+def stream_header(*, wide: bool = False, namespace: bool = True) -> str:
+    names = columns(wide=wide, namespace=namespace)
+    return "  ".join(c.upper().ljust(_WIDTHS[c]) for c in names).rstrip()
 
 
-def stream_line(entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True) -> str:
+def stream_line(
+    entry: Mapping[str, Any], *, wide: bool = False, utc: bool = True, namespace: bool = True
+) -> str:
     """One entry on one line, in the table's columns, for ``--follow``."""
-    cells = [c.replace("\n", "; ") for c in row(entry, wide=wide, utc=utc)]
-    return "  ".join(c.ljust(w) for c, w in zip(cells, _WIDTHS, strict=False)).rstrip()
+    cells = [c.replace("\n", "; ") for c in row(entry, wide=wide, utc=utc, namespace=namespace)]
+    names = columns(wide=wide, namespace=namespace)
+    return "  ".join(c.ljust(_WIDTHS[n]) for c, n in zip(cells, names, strict=True)).rstrip()
 
 
-def _columns(wide: bool) -> tuple[str, ...]:
-    return WIDE_COLUMNS if wide else COLUMNS
-
-
-#: Column widths of ``--follow``'s lines (wider cells push the rest of their line right).
-_WIDTHS = (23, 16, 28, 28, 10, 12, 10, 24, 11, 16, 7, 0)
+#: Column widths of ``--follow``'s lines (wider cells push the rest of their line right): the
+#: default columns fit 80 with names of everyday length.
+_WIDTHS = {
+    "age": 4,
+    "namespace": 10,
+    "pod": 20,
+    "job": 10,
+    "role": 10,
+    "outcome": 9,
+    "zone": 7,
+    "reason": 12,
+    "time": 27,
+    "gang": 11,
+    "user": 16,
+    "ms": 7,
+    "detail": 0,
+}

@@ -9,13 +9,11 @@ something to be done, a cluster that does not trust what podium serves), 2 could
 from __future__ import annotations
 
 import datetime
-import enum
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import orjson
 import typer
 import yaml
 from cryptography import x509
@@ -268,11 +266,6 @@ def _print_what_to_apply(done: set[certs.Action], state_dir: Path) -> None:
         )
 
 
-class ShowFormat(enum.StrEnum):
-    TABLE = "table"
-    JSON = "json"
-
-
 #: The files `show` looks at, in the order it lists them; ``ca.crt`` is a mounted Secret's bundle.
 _SHOWN = (certs.LEAF_CERT, certs.CA_CERT, certs.NEXT_CA_CERT, certs.BUNDLE, "ca.crt")
 
@@ -293,9 +286,7 @@ def show(
     name: WebhookConfigOption = certs.WEBHOOK_CONFIG,
     webhook: WebhookOption = None,
     secret: SecretOption = DEFAULT_SECRET,
-    output_format: Annotated[
-        ShowFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = ShowFormat.TABLE,
+    output_format: output.FormatOption = output.Format.TABLE,
 ) -> None:
     """List the certificates in a state directory (or a mounted TLS Secret) and, with --cluster,
     in the cluster. Exits 1 when a row is in error (a file that is not PEM; with --cluster, an
@@ -320,11 +311,12 @@ def show(
                     "fix": None if verified else "podium certs inject --dir <state dir>",
                 }
             )
-    if output_format is ShowFormat.JSON:
+    if not output_format.tabular:
         doc = {"certificates": rows, "checks": checks}
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(output.dump(doc, output_format))
     else:
-        _show_table(rows, checks, title=f"Certificates (times in UTC, as of {_when(now)})")
+        title = f"Certificates (times in UTC, as of {_when(now)})"
+        _show_table(rows, checks, title=title, wide=output_format is output.Format.WIDE)
     if not all(c["ok"] for c in checks) or any("error" in row for row in rows):
         raise typer.Exit(output.FINDINGS)
 
@@ -387,7 +379,11 @@ def _describe(source: str, cert: x509.Certificate, now: datetime.datetime) -> di
 
 
 def _show_table(
-    rows: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]], *, title: str
+    rows: Sequence[dict[str, Any]],
+    checks: Sequence[dict[str, Any]],
+    *,
+    title: str,
+    wide: bool = False,
 ) -> None:
     plain = not output.is_terminal()
     table = output.table(title, plain=plain)
@@ -412,7 +408,7 @@ def _show_table(
         + (f" (fix: {c['fix']})" if c["fix"] else "")
         for c in checks
     ]
-    output.render([table, *lines], plain=plain)
+    output.render([table, *lines], plain=plain, wide=wide)
 
 
 @app.command()

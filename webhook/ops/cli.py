@@ -9,7 +9,6 @@ import dataclasses
 import datetime
 import enum
 import importlib.metadata
-import json
 import ssl
 import sys
 from collections.abc import Callable, Iterator
@@ -18,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 import typer
-import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.markup import escape
 
 from webhook.core.audit import AuditEntry, Outcome
 from webhook.core.objects import parse_time
@@ -103,12 +102,6 @@ def _settings(config: Path | None) -> Settings:
         raise output.fail(str(err)) from err
 
 
-class ReviewFormat(enum.StrEnum):
-    SUMMARY = "summary"
-    JSON = "json"
-    YAML = "yaml"
-
-
 # ``podium review``'s options, one name each.
 SnapshotOption = Annotated[
     list[Path],
@@ -118,14 +111,9 @@ SnapshotOption = Annotated[
         help="The cluster: a v1 List or YAML documents (`podium snapshot` makes one).",
     ),
 ]
+#: ``summary``: what review's table format was called before every command took -o table.
 ReviewFormatOption = Annotated[
-    ReviewFormat | None,
-    typer.Option(
-        "--output",
-        "-o",
-        help="summary (default on a terminal), json (default otherwise) or yaml.",
-        show_default=False,
-    ),
+    output.Format, output.format_option({"summary": output.Format.TABLE})
 ]
 AtOption = Annotated[
     str | None,
@@ -147,14 +135,15 @@ def review(
     ],
     cluster: SnapshotOption,
     config: ConfigOption = None,
-    output_format: ReviewFormatOption = None,
+    output_format: ReviewFormatOption = output.Format.TABLE,
     at: AtOption = None,
 ) -> None:
     """Decide one admission offline against a cluster snapshot, exactly as podium serve would.
 
-    On a terminal: a short summary (zone, reason, demand and zones, the patch, what gets
-    created, warnings). Piped, or with -o json: {response, patchedObject, sideEffects, audit};
-    what the snapshot lacked goes to stderr as warnings. With zone-chooser: hold, also what
+    -o table (the default, piped or not; summary is its old name): a short summary (zone,
+    reason, demand and zones, the patch, what gets created, warnings); wide: the same, lines
+    unwrapped. -o json or yaml: {response, patchedObject, sideEffects, audit}; what the
+    snapshot lacked goes to stderr as warnings. With zone-chooser: hold, also what
     podium's releaser would do with the snapshot's held gangs (the reviewed pod among them when
     admission holds it): a releaser section in the summary, a release list in json/yaml. Exits
     0 when a response was produced, 2 when an input is unusable.
@@ -172,17 +161,35 @@ def review(
         review_doc = offline.load_review(input_file)
         objects = offline.load_snapshot_objects(cluster[0])
         result = asyncio.run(offline.review(review_doc, objects, settings, now=now))
+        _check_snapshot(cluster[0], objects)
     except offline.InputError as err:
         raise output.fail(str(err)) from err
-    chosen = output_format or (ReviewFormat.SUMMARY if output.is_terminal() else ReviewFormat.JSON)
-    if chosen is ReviewFormat.SUMMARY:
+    if output_format is output.Format.TABLE:
         summary = output.under_labels(offline.summary(result), gutter=offline.GUTTER)
-        Console(highlight=False).print(summary)
+        if output.is_terminal():
+            Console(highlight=False).print(summary)
+        else:
+            output.render([summary], plain=True, width=output.TABLE_WIDTH)
+        return
+    if output_format is output.Format.WIDE:
+        output.render([output.under_labels(offline.summary(result), gutter=0)], plain=True)
         return
     for note in result.notes:
         output.note(f"Warning: {note}")
-    sys.stdout.write(
-        _dump(result.as_dict(), auditview.Format.YAML if chosen is ReviewFormat.YAML else None)
+    sys.stdout.write(_dump(result.as_dict(), output_format))
+
+
+def _check_snapshot(path: Path, objects: list[Any]) -> None:
+    """A snapshot without a single Node cannot place anything: most likely the pod file given
+    as --cluster, or a list of one namespace's objects; say so instead of deciding "no room"."""
+    if any(o.get("kind") == "Node" for o in objects):
+        return
+    kinds = sorted({str(o.get("kind")) for o in objects})
+    held = f"only {', '.join(kinds)}" if kinds else "no objects"
+    raise offline.InputError(
+        f"--cluster {path} holds no Node ({held}): it must be a snapshot of the cluster "
+        "(`podium snapshot > cluster.json`, or `kubectl get nodes,namespaces -o yaml` and the "
+        "pods and jobs around the one reviewed)"
     )
 
 
@@ -235,7 +242,14 @@ Follow = Annotated[
         "--follow", "-f", help="Keep reading: print records as they are appended (Ctrl-C ends)."
     ),
 ]
-AuditFormat = Annotated[auditview.Format, typer.Option("--output", "-o", help="Output format.")]
+ShowOwnReleases = Annotated[
+    bool,
+    typer.Option(
+        "--show-own-releases",
+        help="Also podium's own UPDATEs of the pods its releaser released (skipped "
+        "own-release, one per pod; the releaser's released entry lists them).",
+    ),
+]
 Utc = Annotated[bool, typer.Option("--utc", help="Times in UTC (default: local time).")]
 
 
@@ -252,16 +266,18 @@ def audit_command(
     since: Since = None,
     until: Until = None,
     follow: Follow = False,
-    output_format: AuditFormat = auditview.Format.TABLE,
+    output_format: output.FormatOption = output.Format.TABLE,
     utc: Utc = False,
+    show_own_releases: ShowOwnReleases = False,
 ) -> None:
     """Review the audit trail: podium's records from its logs, filtered, with a per-job summary.
 
     Reads files or stdin, e.g. `kubectl -n podium-system logs -l app.kubernetes.io/name=podium
-    --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the group for
-    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when the
-    filters leave no record), 2 when it cannot read its input or the input holds no audit record
-    at all (the wrong file or log source).
+    --tail=-1 --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the
+    group for group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when
+    the filters leave no record), 2 when it cannot read its input or the input holds no audit
+    record at all (the wrong file or log source). podium's own release UPDATEs (skipped
+    own-release) are left out unless --show-own-releases.
     """
     now = datetime.datetime.now(datetime.UTC)
 
@@ -278,24 +294,80 @@ def audit_command(
         user=user,
         since=_parsed("--since", since, moment),
         until=_parsed("--until", until, moment),
+        hide_own_releases=not show_own_releases,
     )
+    _check_window(since, until, query.since, query.until)
     tally = auditview.Tally()
+    shown = TableShape(wide=output_format is output.Format.WIDE, namespace=namespace is None)
     try:
         specs = auditview.expand(files or [auditview.STDIN])
+        _hint_stdin(specs, "podium audit")
         if follow:
-            found = _follow_audit(specs, query, tally, output_format, utc=utc)
+            found = _follow_audit(specs, query, tally, output_format, utc=utc, shape=shown)
         else:
             loaded = list(auditview.load(specs, tally))
             if not loaded:
                 raise output.fail(_no_records(specs, tally))
             entries = [r for r in loaded if query.matches(r)]
-            found = _show_audit(entries, tally, output_format, utc=utc)
+            found = _show_audit(entries, tally, output_format, utc=utc, shape=shown)
+            hidden = sum(
+                1
+                for r in loaded
+                if auditview.own_release(r)
+                and dataclasses.replace(query, hide_own_releases=False).matches(r)
+            )
+            if hidden and query.hide_own_releases and output_format.tabular:
+                output.note(
+                    f"({hidden} of podium's own release UPDATEs hidden: --show-own-releases "
+                    "shows them)"
+                )
     except auditview.InputError as err:
         raise output.fail(str(err)) from err
     if tally.skipped:
         output.note(f"({tally.skipped} line(s) skipped: not podium audit records)")
     if found.split:
         raise typer.Exit(output.FINDINGS)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TableShape:
+    """Which columns a table shows: ``-o wide``'s, and NAMESPACE unless -n chose one."""
+
+    wide: bool = False
+    namespace: bool = True
+
+
+#: How to feed ``podium audit`` (and ``report``) the cluster's whole log: without --tail=-1,
+#: kubectl sends only the last 10 lines of each pod when it selects pods by label.
+LOGS_HINT = (
+    "kubectl -n podium-system logs -l app.kubernetes.io/name=podium --tail=-1 --prefix "
+    "--timestamps | {command}"
+)
+
+
+def _hint_stdin(specs: list[str], command: str) -> None:
+    """Reading stdin from a terminal waits for a person to type: say so, and how to pipe the
+    log in, instead of waiting silently."""
+    if auditview.STDIN in specs and output.stdin_is_terminal():
+        output.note(
+            "Reading podium's log from stdin (the terminal; Ctrl-D ends, Ctrl-C stops). "
+            "Give log files, or pipe them: " + LOGS_HINT.format(command=command)
+        )
+
+
+def _check_window(
+    since_text: str | None,
+    until_text: str | None,
+    since: datetime.datetime | None,
+    until: datetime.datetime | None,
+) -> None:
+    """--since after --until leaves no moment to show: refuse it rather than print nothing."""
+    if since is not None and until is not None and since > until:
+        raise output.fail(
+            f"--since {since_text} is later than --until {until_text}: no record can be in "
+            f"both (--since is the older end of the window; did you mean --since {until_text} "
+            f"--until {since_text}?)"
+        )
 
 
 def _no_records(specs: list[str], tally: auditview.Tally) -> str:
@@ -309,19 +381,20 @@ def _no_records(specs: list[str], tally: auditview.Tally) -> str:
     return (
         f"no podium audit records in {read}: {tally.skipped} line(s), none of them a podium "
         "audit record (is it podium's log? kubectl -n podium-system logs "
-        "-l app.kubernetes.io/name=podium)"
+        "-l app.kubernetes.io/name=podium --tail=-1)"
     )
 
 
 def _show_audit(
     entries: list[AuditEntry],
     tally: auditview.Tally,
-    output_format: auditview.Format,
+    output_format: output.Format,
     *,
     utc: bool,
+    shape: TableShape,
 ) -> auditview.Summary:
     grouped = auditview.summarize(entries)
-    if output_format in (auditview.Format.JSON, auditview.Format.YAML):
+    if not output_format.tabular:
         doc = auditview.document(entries, grouped, skipped=tally.skipped)
         sys.stdout.write(_dump(doc, output_format))
         return grouped
@@ -329,16 +402,17 @@ def _show_audit(
         typer.echo("No audit records match.")  # the input had some: the filters left none
         return grouped
     plain = not output.is_terminal()
-    wide = output_format is auditview.Format.WIDE
-    legend = auditview.legend(entries)
+    wide, namespace = shape.wide, shape.namespace
+    legend = auditview.legend(entries, grouped, wide=wide)
     output.render(
         [
-            auditview.table(entries, wide=wide, utc=utc, plain=plain),
+            auditview.table(entries, wide=wide, utc=utc, plain=plain, namespace=namespace),
             "",
-            auditview.summary(grouped, wide=wide, plain=plain),
+            auditview.summary(grouped, wide=wide, plain=plain, namespace=namespace),
             *(["", legend] if legend else []),
         ],
         plain=plain,
+        wide=wide,
     )
     return grouped
 
@@ -347,23 +421,24 @@ def _follow_audit(
     specs: list[str],
     query: auditview.Filter,
     tally: auditview.Tally,
-    output_format: auditview.Format,
+    output_format: output.Format,
     *,
     utc: bool,
+    shape: TableShape,
 ) -> auditview.Summary:
     grouped = auditview.Summary()
-    wide = output_format is auditview.Format.WIDE
-    tabular = output_format in (auditview.Format.TABLE, auditview.Format.WIDE)
+    wide, namespace = shape.wide, shape.namespace
+    tabular = output_format.tabular
     if tabular:
-        typer.echo(auditview.stream_header(wide=wide))
+        typer.echo(auditview.stream_header(wide=wide, namespace=namespace))
     try:
         for entry in auditview.read(auditview.follow_lines(specs), tally):
             if not query.matches(entry):
                 continue
             grouped.add(entry)
             if tabular:
-                typer.echo(auditview.stream_line(entry, wide=wide, utc=utc))
-            elif output_format is auditview.Format.JSON:
+                typer.echo(auditview.stream_line(entry, wide=wide, utc=utc, namespace=namespace))
+            elif output_format is output.Format.JSON:
                 typer.echo(orjson.dumps(entry).decode())
             else:
                 sys.stdout.write("---\n" + _dump(entry, output_format))
@@ -372,7 +447,11 @@ def _follow_audit(
         pass
     if tabular and grouped.gangs:
         plain = not output.is_terminal()
-        output.render(["", auditview.summary(grouped, wide=wide, plain=plain)], plain=plain)
+        output.render(
+            ["", auditview.summary(grouped, wide=wide, plain=plain, namespace=namespace)],
+            plain=plain,
+            wide=wide,
+        )
     return grouped
 
 
@@ -386,17 +465,9 @@ def _parsed(flag: str, text: str | None, parse: Callable[[str], T]) -> T | None:
         raise output.fail(f"{flag}: {err}") from err
 
 
-def _dump(doc: Any, output_format: auditview.Format | None) -> str:
+def _dump(doc: Any, output_format: output.Format | None) -> str:
     """JSON (indented) or YAML, as ``-o`` asks; YAML keeps the keys in their order."""
-    if output_format is auditview.Format.YAML:
-        return str(yaml.dump(doc, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True))
-    try:
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
-    except TypeError:  # integers past 64 bits in a hand-made input
-        return json.dumps(doc, indent=2, default=str) + "\n"
-
-
-_YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return output.dump(doc, output_format)
 
 
 class TLSVersion(enum.StrEnum):
@@ -590,7 +661,7 @@ def snapshot(
         raise output.fail(f"{err} (-n)") from err
     doc = capture.as_list(objects)
     if output_format is SnapshotFormat.YAML:
-        sys.stdout.write(_dump(doc, auditview.Format.YAML))
+        sys.stdout.write(_dump(doc, output.Format.YAML))
     else:
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")
     output.note(f"captured {capture.counts(objects)}")
@@ -623,23 +694,13 @@ def _reading(api_client: Any) -> Iterator[None]:
         api_client.close()
 
 
-class TableFormat(enum.StrEnum):
-    """``-o`` of the commands that print a table or its JSON (doctor, report)."""
-
-    TABLE = "table"
-    JSON = "json"
-
-
-TableOutput = Annotated[TableFormat, typer.Option("--output", "-o", help="Output format.")]
-
-
 @app.command()
 def doctor(
     namespace: Annotated[
         str | None,
         typer.Option("--namespace", "-n", metavar="NS", help="Only jobs in this namespace."),
     ] = None,
-    output_format: TableOutput = TableFormat.TABLE,
+    output_format: output.FormatOption = output.Format.TABLE,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
@@ -649,14 +710,14 @@ def doctor(
     pods carrying a job's label they copied. Exits 1 when something is wrong, 2 when -n names a
     namespace that does not exist."""
     settings = _settings(config)
-    quiet = output_format is TableFormat.JSON or not Console(stderr=True).is_terminal
+    quiet = not output_format.tabular or not Console(stderr=True).is_terminal
     result = _diagnose_live(
         settings, namespace=namespace, kubeconfig=kubeconfig, context=context, quiet=quiet
     )
-    if output_format is TableFormat.JSON:
-        sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    if not output_format.tabular:
+        sys.stdout.write(_dump(result.as_dict(), output_format))
     else:
-        _print_diagnosis(result)
+        _print_diagnosis(result, wide=output_format is output.Format.WIDE)
     if not result.ok:
         raise typer.Exit(output.FINDINGS)
 
@@ -707,16 +768,26 @@ def _diagnose_live(
         )
 
 
-def _print_diagnosis(result: doctor_checks.Diagnosis) -> None:
+def _print_diagnosis(result: doctor_checks.Diagnosis, *, wide: bool) -> None:
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
     plain = not output.is_terminal()
-    table = checks.table(result)
+    table = checks.table(result) if wide else checks.short_table(result)
     if plain:
         output.make_plain(table)
     problems = len(result.findings)
     verdict = "no problems found" if result.ok else f"{problems} problem(s) found"
-    output.render([table, verdict], plain=plain)
+    lines = [] if wide else [escape(line) for line in checks.finding_lines(result)]
+    # "  fix: " is the label its sentence wraps under
+    findings: list[RenderableType] = (
+        ["", output.under_labels(lines, gutter=len("  fix: "))] if lines else []
+    )
+    output.render(
+        [table, *findings, verdict],
+        plain=plain,
+        wide=wide,
+        width=output.PLAIN_WIDTH if wide else output.TABLE_WIDTH,
+    )
 
 
 @app.command("release", cls=output.Command)
@@ -725,8 +796,15 @@ def release_command(
         str, typer.Argument(metavar="KIND/NAME", help="The job, e.g. pytorchjob/llama.")
     ],
     namespace: Annotated[
-        str, typer.Option("--namespace", "-n", metavar="NS", help="The job's namespace.")
-    ] = "default",
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            metavar="NS",
+            help="The job's namespace (default: the kubeconfig context's, as kubectl).",
+            show_default=False,
+        ),
+    ] = None,
     unpinned: Annotated[
         bool, typer.Option("--unpinned", help="Release it into no zone (it may split).")
     ] = False,
@@ -750,6 +828,8 @@ def release_command(
         raise output.fail(f"{job!r} is not KIND/NAME of a training job (kinds: {known})")
     kind = kinds[0]
     api_client, objects = _connect(kubeconfig, context)
+    if namespace is None:
+        namespace = _context_namespace(kubeconfig, context)
 
     async def ask() -> str:
         who = by
@@ -765,22 +845,49 @@ def release_command(
 
     try:
         who = asyncio.run(ask())
+    except errors.NotFound as err:
+        raise output.fail(
+            f"there is no {kind.kind} {name} in namespace {namespace} (kubectl -n {namespace} "
+            f"get {kind.kind.lower()}s; another namespace: -n NS)"
+        ) from err
     except errors.ApiError as err:
         raise output.fail(f"cannot ask for the release of {kind.kind}/{name}: {err}") from err
     finally:
         api_client.close()
     where = "unpinned" if unpinned else "into the best zone"
     Console().print(
-        f"asked podium to release {kind.kind}/{name} {where} (by {who or '?'}); "
+        f"asked podium to release {kind.kind}/{name} in {namespace} {where} (by {who or '?'}); "
         "podium audit --outcome released shows it"
     )
+
+
+def _context_namespace(kubeconfig: Path | None, context: str | None) -> str:
+    """The namespace kubectl would use without -n: the kubeconfig context's (``--context``, else
+    the current one), in a pod its service account's, else ``default``."""
+    import os  # noqa: PLC0415
+
+    from kubernetes import config as k8s_config  # noqa: PLC0415
+
+    in_pod = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        with contextlib.suppress(OSError):
+            return in_pod.read_text().strip() or "default"
+    where = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG") or "~/.kube/config"
+    try:
+        contexts, current = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=where
+        )
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError):
+        return "default"
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
 @app.command("report", cls=output.Command)
 def report_command(
     files: AuditFiles = None,
     namespace: OnlyNamespace = None,
-    output_format: TableOutput = TableFormat.TABLE,
+    output_format: output.FormatOption = output.Format.TABLE,
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
@@ -799,6 +906,7 @@ def report_command(
     settings = _settings(config)
     try:
         specs = auditview.expand(files or [auditview.STDIN])
+        _hint_stdin(specs, "podium report")
         entries = auditview.load(specs)
     except auditview.InputError as err:
         raise output.fail(str(err)) from err
@@ -815,22 +923,24 @@ def report_command(
     with _reading(api_client):
         objects = asyncio.run(report.collect(objects_api, namespaces))
     result = report.build(entries, objects, settings, now=datetime.datetime.now(datetime.UTC))
-    if output_format is TableFormat.JSON:
-        sys.stdout.write(_dump(result.as_dict(), None))
+    if not output_format.tabular:
+        sys.stdout.write(_dump(result.as_dict(), output_format))
     else:
-        _print_report(result)
+        _print_report(result, wide=output_format is output.Format.WIDE)
     if result.split:
         raise typer.Exit(output.FINDINGS)
 
 
-def _print_report(result: shadow_report.Report) -> None:
+def _print_report(result: shadow_report.Report, *, wide: bool) -> None:
     from webhook.ops import report  # noqa: PLC0415
 
     plain = not output.is_terminal()
     split = len(result.split)
     verdict = f"{split} job(s) split where podium would have kept them in one zone"
-    jobs = report.jobs_table(result, plain=plain)
-    output.render([jobs, "", report.namespaces_table(result, plain=plain), verdict], plain=plain)
+    jobs = report.jobs_table(result, plain=plain, wide=wide)
+    output.render(
+        [jobs, "", report.namespaces_table(result, plain=plain), verdict], plain=plain, wide=wide
+    )
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")

@@ -746,6 +746,42 @@ def table(diagnosis: Diagnosis) -> Table:
     return out
 
 
+def short_table(diagnosis: Diagnosis) -> Table:
+    """``table`` in 80 columns (``podium doctor``'s default; ``-o wide`` is ``table``): a row
+    per job, its findings' checks in a word each; ``finding_lines`` says each in full."""
+    out = Table(title=f"podium doctor: {len(diagnosis.jobs)} training job(s)")
+    for column in ("namespace", "job", "pods", "zones", "verdict", "findings"):
+        out.add_column(column, overflow="fold")
+    for f in diagnosis.cluster:
+        out.add_row("-", f.job, "-", "-", "[red]broken[/]", f.check)
+    for job in diagnosis.jobs:
+        zones = ",".join(job.zones) or "-"
+        if job.ok:
+            verdict = "[yellow]held[/]" if job.held else "[green]ok[/]"
+            out.add_row(job.namespace, job.job, str(job.pods), zones, verdict, "-")
+            continue
+        checks = ",".join(dict.fromkeys(f.check for f in job.findings))
+        out.add_row(job.namespace, job.job, str(job.pods), zones, "[red]broken[/]", checks)
+    return out
+
+
+def finding_lines(diagnosis: Diagnosis) -> list[str]:
+    """Each finding of ``short_table`` (and why a held job waits) in words, with its fix."""
+    lines: list[str] = []
+    for f in diagnosis.cluster:
+        lines += [f"{f.job}: {f.check}: {f.detail}", f"  fix: {f.fix}"]
+    for job in diagnosis.jobs:
+        where = f"{job.namespace}/{job.job}"
+        if job.ok and job.held:
+            lines += [f"{where}: held: {job.held}"]
+        lines += [
+            line
+            for f in job.findings
+            for line in (f"{where}: {f.check}: {f.detail}", f"  fix: {f.fix}")
+        ]
+    return lines
+
+
 # -- reading the cluster -------------------------------------------------------------------------
 
 #: What ``diagnose`` reads: the kinds podium watches (the cluster's shape, the jobs, podium's

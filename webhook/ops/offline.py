@@ -44,8 +44,10 @@ def load_documents(path: Path) -> list[Any]:
     """JSON, or YAML with one or more documents ('-' reads stdin)."""
     try:
         text = Path("/dev/stdin").read_text() if str(path) == "-" else path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read {path}: {err}") from err
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read {path}: it is not text (UTF-8)") from err
     try:
         return [orjson.loads(text)]
     except orjson.JSONDecodeError:
@@ -66,9 +68,11 @@ def load_review(path: Path) -> dict[str, Any]:
         return reviews.review_for_pod(doc)
     if doc.get("kind") == reviews.KIND:
         return doc
+    kind = doc.get("kind")
+    held = f"a {kind} ({doc.get('apiVersion') or 'no apiVersion'})" if kind else "no kind"
     raise InputError(
-        f"{path} holds {doc.get('apiVersion')!r} {doc.get('kind')!r}, "
-        "not an admission.k8s.io/v1 AdmissionReview or a v1 Pod"
+        f"{path} holds {held}, not an admission.k8s.io/v1 AdmissionReview or a v1 Pod "
+        "(e.g. kubectl get pod NAME -o yaml > pod.yaml)"
     )
 
 

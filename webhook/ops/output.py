@@ -17,13 +17,18 @@ argument, and they name the flag that fixes them when there is one.
 
 from __future__ import annotations
 
+import datetime
+import enum
 import io
+import json
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any
 
+import orjson
 import typer
 import typer.core
+import yaml
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
@@ -36,6 +41,87 @@ CANNOT_RUN = 2
 
 #: Wide enough that a plain (piped) table never folds a cell; trailing blanks are stripped.
 PLAIN_WIDTH = 4096
+#: The width a default table keeps to when piped, as a terminal's: ``-o wide`` for more.
+TABLE_WIDTH = 80
+
+
+class Format(enum.StrEnum):
+    """``-o`` of every command that prints objects, as kubectl spells it: ``table`` (the
+    default, piped or not), ``wide`` (more columns, no width limit), ``json``, ``yaml``."""
+
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+    @property
+    def tabular(self) -> bool:
+        return self in (Format.TABLE, Format.WIDE)
+
+
+def format_parser(aliases: Mapping[str, Format] | None = None) -> Callable[[Any], Format]:
+    """``typer.Option(parser=…)`` for ``-o``: a ``Format``, or one of a command's older names
+    (``aliases``, e.g. review's ``summary``), so scripts that used them keep working."""
+    known = {f.value: f for f in Format} | dict(aliases or {})
+
+    def parse(value: Any) -> Format:
+        if isinstance(value, Format):
+            return value
+        text = str(value)  # as kubectl: exactly, in lower case
+        if text not in known:
+            names = ", ".join(repr(f.value) for f in Format)
+            raise typer.BadParameter(f"{value!r} is not one of {names}.")
+        return known[text]
+
+    return parse
+
+
+def format_option(aliases: Mapping[str, Format] | None = None) -> Any:
+    """The ``-o/--output`` option of a command that prints objects."""
+    return typer.Option(
+        "--output",
+        "-o",
+        metavar="table|wide|json|yaml",
+        parser=format_parser(aliases),
+        help="Output format: table (default), wide (more columns), json or yaml.",
+    )
+
+
+#: ``-o`` of a command without older names for its formats.
+FormatOption = Annotated[Format, format_option()]
+
+
+def age(moment: datetime.datetime | None, now: datetime.datetime) -> str:
+    """How long ago ``moment`` was, as kubectl's AGE column says it (apimachinery's
+    ``duration.HumanDuration``): ``45s``, ``5m3s``, ``94m``, ``3h20m``, ``30h``, ``3d4h``,
+    ``12d``, ``2y3d``; ``-`` for no time."""
+    if moment is None:
+        return "-"
+    seconds = int((now - moment).total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        years, days = divmod(hours // 24, 365)
+        return f"{years}y{days}d" if days else f"{years}y"
+    return f"{hours // 24 // 365}y"
 
 
 class Command(typer.core.TyperCommand):
@@ -85,6 +171,24 @@ def note(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def stdin_is_terminal() -> bool:
+    """Whether stdin is a terminal (a person would have to type the input)."""
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def dump(doc: Any, output_format: Format | None) -> str:
+    """``-o json`` (indented; also for None) or ``-o yaml`` (keys in their order)."""
+    if output_format is Format.YAML:
+        return str(yaml.dump(doc, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True))
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except TypeError:  # integers past 64 bits in a hand-made input
+        return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+_YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def is_terminal() -> bool:
     """Whether stdout is a terminal (rich's test, so ``TTY_COMPATIBLE=1`` forces it)."""
     return Console().is_terminal
@@ -126,9 +230,16 @@ def make_plain(table: Table) -> Table:
     return table
 
 
-def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
+def render(
+    renderables: Iterable[RenderableType | str],
+    *,
+    plain: bool,
+    wide: bool = False,
+    width: int = PLAIN_WIDTH,
+) -> None:
     """Print to stdout: rich on a terminal (a table too wide for it as ``fit`` lays it out);
-    plain text otherwise."""
+    plain text otherwise, in ``width`` columns, a table in ``TABLE_WIDTH`` unless ``wide``
+    (``narrow``), without trailing blanks."""
     if not plain:
         console = Console(highlight=False)
         for item in renderables:
@@ -137,14 +248,17 @@ def render(renderables: Iterable[RenderableType | str], *, plain: bool) -> None:
     buffer = io.StringIO()
     console = Console(
         file=buffer,
-        width=PLAIN_WIDTH,
+        width=width,
         color_system=None,
         force_terminal=False,
         highlight=False,
         emoji=False,
     )
     for item in renderables:
-        console.print(item)
+        if isinstance(item, Table):  # whole rows: a table is never folded to ``width``
+            console.print(item if wide else narrow(item), width=PLAIN_WIDTH)
+        else:
+            console.print(item)
     sys.stdout.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
     sys.stdout.flush()
 
@@ -172,6 +286,20 @@ def fit(table: Table, *, width: int) -> RenderableType:
             grid.add_row(f"{name}:", cell)
     title = table.title
     return Group(Text(str(title), style="bold"), grid) if title else grid
+
+
+def narrow(table: Table, *, width: int = TABLE_WIDTH) -> Table:
+    """A plain table in ``width`` columns when its text can wrap between words to get there (a
+    name never folds, a row never becomes a block); as it is otherwise, one line a row, as kubectl
+    prints a table whose names are longer than the screen."""
+    natural = Measurement.get(_MEASURING, _MEASURING.options, table).maximum
+    if natural <= width:
+        return table
+    widths = _word_widths(table, width)
+    if widths is not None:
+        for column, chosen in zip(table.columns, widths, strict=True):
+            column.width = chosen
+    return table
 
 
 def _word_widths(table: Table, width: int) -> list[int] | None:

@@ -308,15 +308,24 @@ def _totals(jobs: Sequence[JobReport]) -> tuple[NamespaceTotal, ...]:
 # -- presentation ------------------------------------------------------------------------------
 
 
-def jobs_table(report: Report, *, plain: bool) -> Table:
+def jobs_table(report: Report, *, plain: bool, wide: bool = True) -> Table:
+    """Per job; with ``wide`` the outcome beside podium's zone, the pods per zone they ran in and
+    the verdict in a sentence; else a word each (``zone-b``, ``zone-a,zone-b``, ``SPLIT``), which
+    fits 80 columns."""
     out = output.table(f"per job ({len(report.jobs)})", plain=plain)
     for column in ("namespace", "job", "podium", "ran in", "GPU-h", "verdict"):
         out.add_column(column.upper() if plain else column, overflow="fold")
     for job in report.jobs:
         i = job.intent
-        podium = f"{i.zone} ({i.outcome})" if i.zone else i.outcome
-        ran = ", ".join(f"{z} ({n})" for z, n in job.zones.items()) or "-"
-        verdict = VERDICTS[job.verdict]
+        if wide:  # the outcome beside the zone, the pods per zone
+            podium = f"{i.zone} ({i.outcome})" if i.zone else i.outcome
+            ran = ", ".join(f"{z} ({n})" for z, n in job.zones.items()) or "-"
+        else:  # one word each, as kubectl lists, so that a row stays on one line
+            podium = i.zone or i.outcome
+            ran = ",".join(job.zones) or "-"
+        verdict = (
+            VERDICTS[job.verdict] if wide else ("SPLIT" if job.verdict == SPLIT else job.verdict)
+        )
         if job.verdict == SPLIT and not plain:
             verdict = f"[red]{verdict}[/]"
         out.add_row(i.namespace, i.job, podium, ran, f"{job.gpu_hours:.2f}", verdict)
