@@ -95,8 +95,10 @@ def path(
 
 
 def path_of_resource(resource: Resource) -> str:
-    """The path a ``Resource`` is listed and watched at, across all namespaces."""
-    return path(resource.api_version, resource.kind, plural=resource.plural)
+    """The path a ``Resource`` is listed and watched at: across all namespaces, or in its own."""
+    return path(
+        resource.api_version, resource.kind, namespace=resource.namespace, plural=resource.plural
+    )
 
 
 # -- the configuration --------------------------------------------------------------------------

@@ -447,7 +447,11 @@ class _Parts:
             api_client=api_client,
             settings=settings,
             cluster_view=cluster_view,
-            watch_cache=cache.WatchCache(cluster_view, client.KubeLister(api_client)),
+            watch_cache=cache.WatchCache(
+                cluster_view,
+                client.KubeLister(api_client),
+                resources=cache.watched(settings.writable_namespaces),
+            ),
             trail=_audit_trail(audit_file, meter),
             meter=meter,
             recorder=_event_recorder(api_client, meter),
