@@ -259,7 +259,7 @@ def test_the_helm_test_pod_probes_the_releases_service_with_its_ca(
         url,
         "--ca-file",
         "/certs/ca.crt",
-        "--namespace",
+        "--pod-namespace",
         namespace,
     ]
     (webhook,) = objects[("MutatingWebhookConfiguration", "", name)]["webhooks"]

@@ -84,7 +84,7 @@ def as_here(args: list[str], podium: Podium, ca_file: Path, namespace: str) -> l
     out = list(args)
     out[1] = url.replace("podium.podium-system.svc:443", f"127.0.0.1:{podium.port}")
     out[out.index("--ca-file") + 1] = str(ca_file)
-    out[out.index("--namespace") + 1] = namespace
+    out[out.index("--pod-namespace") + 1] = namespace
     return out
 
 

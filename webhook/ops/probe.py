@@ -147,14 +147,15 @@ def command(
         Path | None,
         typer.Option(help="The CA that signed podium's serving certificate (the Secret's ca.crt)."),
     ] = None,
-    namespace: Annotated[
-        str, typer.Option("--namespace", "-n", help="The namespace of the reviewed pod.")
+    pod_namespace: Annotated[
+        str,
+        typer.Option(help="The namespace of the reviewed pod (the hook: podium's own)."),
     ] = "default",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 10.0,
 ) -> None:
     """Send podium a dry-run AdmissionReview and check its answer (the chart's helm test)."""
     try:
-        answer = probe(url, ca_file=ca_file, namespace=namespace, timeout=timeout)
+        answer = probe(url, ca_file=ca_file, namespace=pod_namespace, timeout=timeout)
     except ProbeError as err:
         typer.echo(f"podium probe: {err}", err=True)
         raise typer.Exit(1) from err
