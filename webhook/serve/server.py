@@ -399,7 +399,9 @@ def run(
         tls_min_version=tls_min_version,
         client_ca_file=client_ca_file,
     )
-    api_client = client.load_client(kubeconfig, context)
+    api_client = client.load_client(
+        kubeconfig, context, watches=len(cache.watched(settings.writable_namespaces))
+    )
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
