@@ -14,11 +14,11 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import http.client
 import json
 import ssl
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Annotated, Any
@@ -98,39 +98,91 @@ def check(doc: Any, uid: str) -> tuple[int, tuple[str, ...]]:
     return operations, tuple(str(w) for w in warnings)
 
 
+class _Connection(http.client.HTTPSConnection):
+    """HTTPS to ``host`` whose certificate is checked against ``server_name`` (SNI and the
+    hostname check): the Service's name through a port-forward to localhost."""
+
+    def __init__(
+        self, host: str, port: int, *, timeout: float, context: ssl.SSLContext, server_name: str
+    ) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._tls = context
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name)
+
+
+def _post(
+    url: str,
+    body: bytes,
+    *,
+    context: ssl.SSLContext | None,
+    server_name: str | None,
+    timeout: float,
+) -> tuple[int, str, bytes]:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    connection: http.client.HTTPConnection
+    if context is not None:
+        connection = _Connection(
+            host,
+            parts.port or 443,
+            timeout=timeout,
+            context=context,
+            server_name=server_name or host,
+        )
+    else:
+        connection = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout)
+    try:
+        connection.request(
+            "POST", parts.path or "/", body=body, headers={"Content-Type": "application/json"}
+        )
+        reply = connection.getresponse()
+        return reply.status, reply.reason, reply.read()
+    finally:
+        connection.close()
+
+
 def probe(
-    url: str, *, ca_file: Path | None = None, namespace: str = "default", timeout: float = 10.0
+    url: str,
+    *,
+    ca_file: Path | None = None,
+    namespace: str = "default",
+    timeout: float = 10.0,
+    server_name: str | None = None,
 ) -> Answer:
-    """Send the dry-run review to ``url`` (podium's ``/mutate``); the answer, checked."""
+    """Send the dry-run review to ``url`` (podium's ``/mutate``); the answer, checked.
+    ``server_name``: the name the serving certificate must carry, when it is not the URL's host
+    (a port-forward)."""
+    if not url.startswith(("https://", "http://")):
+        raise ProbeError(f"{url} is not an https:// (or http://) URL")
     uid = str(uuid.uuid4())
     body = json.dumps(review(namespace, uid)).encode()
-    request = urllib.request.Request(
-        url, data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
     context = _context(url, ca_file)
     started = time.perf_counter()
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as reply:
-            raw = reply.read()
-    except urllib.error.HTTPError as err:
-        err.close()
-        raise ProbeError(f"podium answered HTTP {err.code} {err.reason}") from err
-    except urllib.error.URLError as err:
-        reason = err.reason
-        if isinstance(reason, ssl.SSLCertVerificationError):
-            raise ProbeError(
-                f"podium's serving certificate does not verify: {reason.verify_message}. "
-                "The apiserver checks it the same way: is the Secret's ca.crt the CA in the "
-                "webhook configuration's caBundle, and does the certificate name the Service?"
-            ) from err
-        words = reason.strerror if isinstance(reason, OSError) and reason.strerror else reason
+        status, reason, raw = _post(
+            url, body, context=context, server_name=server_name, timeout=timeout
+        )
+    except ssl.SSLCertVerificationError as err:
         raise ProbeError(
-            f"cannot reach podium at {url}: {words}. Are its pods ready "
-            "(kubectl get pods -l app.kubernetes.io/name=<release's name>)?"
+            f"podium's serving certificate does not verify: {err.verify_message}. "
+            "The apiserver checks it the same way: is the Secret's ca.crt the CA in the "
+            "webhook configuration's caBundle, and does the certificate name the Service?"
         ) from err
     except TimeoutError as err:
         raise ProbeError(f"podium at {url} did not answer within {timeout:g} s") from err
+    except (OSError, http.client.HTTPException) as err:
+        words = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ProbeError(
+            f"cannot reach podium at {url}: {words or type(err).__name__}. Are its pods ready "
+            "(kubectl get pods -l app.kubernetes.io/name=<release's name>)?"
+        ) from err
     seconds = time.perf_counter() - started
+    if status != 200:
+        raise ProbeError(f"podium answered HTTP {status} {reason}")
     try:
         doc = json.loads(raw)
     except ValueError as err:
@@ -152,10 +204,19 @@ def command(
         typer.Option(help="The namespace of the reviewed pod (the hook: podium's own)."),
     ] = "default",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 10.0,
+    server_name: Annotated[
+        str | None,
+        typer.Option(
+            help="The name the certificate must carry when it is not the URL's host, e.g. "
+            "podium.podium-system.svc through a port-forward to localhost."
+        ),
+    ] = None,
 ) -> None:
     """Send podium a dry-run AdmissionReview and check its answer (the chart's helm test)."""
     try:
-        answer = probe(url, ca_file=ca_file, namespace=pod_namespace, timeout=timeout)
+        answer = probe(
+            url, ca_file=ca_file, namespace=pod_namespace, timeout=timeout, server_name=server_name
+        )
     except ProbeError as err:
         typer.echo(f"podium probe: {err}", err=True)
         raise typer.Exit(1) from err
