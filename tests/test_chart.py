@@ -123,11 +123,42 @@ def chart(
     return by_key([doc for doc in yaml.safe_load_all(result.stdout) if doc is not None])
 
 
+#: The labels helm's conventions add to every object (and the pod template) and kustomize's base
+#: does not carry: what the chart's version is, which release, managed by Helm.
+HELM_LABELS = {
+    "helm.sh/chart": "podium-0.1.0",
+    "app.kubernetes.io/instance": "podium",
+    "app.kubernetes.io/version": "0.1.0",
+    "app.kubernetes.io/managed-by": "Helm",
+}
+
+
+def without_helm_labels(obj: Obj, where: str) -> None:
+    """Remove HELM_LABELS from the labels of ``obj`` (a manifest or a pod template), asserting
+    that every one was there with its value."""
+    labels = obj["metadata"]["labels"]
+    assert {k: labels.get(k) for k in HELM_LABELS} == HELM_LABELS, where
+    for name in HELM_LABELS:
+        del labels[name]
+
+
 def without_checksum(objects: Keyed) -> Keyed:
-    out = copy.deepcopy(objects)
+    """The objects as kustomize renders them: without the `helm test` pod, the settings checksum
+    on the pod template and Helm's standard labels."""
+    out = {
+        k: copy.deepcopy(o)
+        for k, o in objects.items()
+        if "helm.sh/hook" not in o["metadata"].get("annotations", {})
+    }
+    assert [k for k in objects if k not in out] == [
+        ("Pod", k[1], "podium-test-admission") for k in objects if k[0] == "Deployment"
+    ]
     template = out[("Deployment", "podium-system", "podium")]["spec"]["template"]["metadata"]
     annotations = template.pop("annotations")
     assert set(annotations) == {CHECKSUM}
+    without_helm_labels({"metadata": template}, "the pod template")
+    for k, obj in out.items():
+        without_helm_labels(obj, str(k))
     return out
 
 
@@ -575,11 +606,56 @@ def test_namespaced_scope_binds_writes_only_in_the_listed_namespaces(helm: str) 
         ("RoleBinding", "cv", "podium-writer"),
         ("RoleBinding", "ml", "podium-writer"),
     ]
-    # The role bound holds only writes; what podium reads in every namespace is in "podium".
+    # What the writer bound per namespace grants: podium's own objects (read and write), pod
+    # patches and PodGroup creates. The cluster-wide role "podium" reads none of those objects,
+    # so under rbac.scope namespaced nothing lets podium read a ConfigMap outside the listed
+    # namespaces (the e2e test_least_privilege_namespaced asks the apiserver).
     writer = objects[("ClusterRole", "", "podium-writer")]
-    assert {verb for rule in writer["rules"] for verb in rule["verbs"]} <= {
-        "create",
-        "update",
-        "patch",
-        "delete",
+    own = {"get", "list", "watch", "create", "update", "patch", "delete"}
+    assert grants(writer) == {
+        ("", "configmaps"): own,
+        ("cilium.io", "ciliumnetworkpolicies"): own,
+        ("networking.k8s.io", "networkpolicies"): own,
+        ("", "pods"): {"patch"},
+        ("scheduling.k8s.io", "podgroups"): {"create"},
     }
+    cluster_wide = [
+        objects[("ClusterRole", "", b["roleRef"]["name"])]
+        for (kind, _, _), b in objects.items()
+        if kind == "ClusterRoleBinding"
+    ]
+    assert [r["metadata"]["name"] for r in cluster_wide] == ["podium"]
+    read_everywhere = grants(*cluster_wide)
+    for own_kind in (
+        ("", "configmaps"),
+        ("cilium.io", "ciliumnetworkpolicies"),
+        ("networking.k8s.io", "networkpolicies"),
+    ):
+        assert own_kind not in read_everywhere
+    # and podium is told to watch them in those namespaces only
+    assert settings_of(objects).writable_namespaces == {"ml", "cv"}
+
+
+def grants(*roles: Obj) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) → verbs, over the rules of ``roles``."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for role in roles:
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_a_canary_binds_its_own_writer_in_the_listed_namespaces(helm: str) -> None:
+    """Each release's RoleBindings are named after it: a canary's do not replace the main
+    install's in a namespace both list."""
+    flags = ("--set", "rbac.scope=namespaced", "--set", "rbac.namespaces={ml}")
+    main = chart(helm, *flags)
+    canary = chart(helm, "--namespace", "podium-canary", *flags, release="podium-canary")
+    assert ("RoleBinding", "ml", "podium-writer") in main
+    binding = canary[("RoleBinding", "ml", "podium-canary-writer")]
+    assert binding["roleRef"]["name"] == "podium-canary-writer"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "podium-canary", "namespace": "podium-canary"}
+    ]

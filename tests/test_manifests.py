@@ -400,9 +400,14 @@ def test_the_cilium_policy_opens_only_the_apiserver_paths() -> None:
     spec = policy["spec"]
     assert policy["metadata"]["namespace"] == NAMESPACE
     assert spec["endpointSelector"]["matchLabels"].items() <= POD_LABELS.items()
-    (ingress,) = spec["ingress"]
+    ingress, from_helm_test = spec["ingress"]
     assert set(ingress["fromEntities"]) == {"kube-apiserver", "remote-node", "host"}
     assert ingress["toPorts"] == [{"ports": [{"port": "8443", "protocol": "TCP"}]}]
+    # the chart's `helm test` pod (podium probe), in podium's namespace, on the webhook port only
+    assert from_helm_test == {
+        "fromEndpoints": [{"matchLabels": {"app.kubernetes.io/name": "podium-test"}}],
+        "toPorts": [{"ports": [{"port": "8443", "protocol": "TCP"}]}],
+    }
     to_apiserver, to_dns = spec["egress"]
     assert to_apiserver == {"toEntities": ["kube-apiserver"]}
     assert to_dns["toEndpoints"][0]["matchLabels"]["k8s:k8s-app"] == "kube-dns"

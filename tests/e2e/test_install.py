@@ -194,8 +194,34 @@ def test_kustomize_output_is_accepted(acceptance: Acceptance, directory: Path) -
             "--set",
             "image.pullPolicy=Always",
         ),
+        (
+            # the pod values every chart has (issue 30), and namespaced RBAC
+            "--set",
+            "imagePullSecrets[0].name=regcred",
+            "--set",
+            "nodeSelector.kubernetes\\.io/os=linux",
+            "--set",
+            "tolerations[0].key=node-role.kubernetes.io/control-plane",
+            "--set",
+            "tolerations[0].operator=Exists",
+            "--set",
+            "tolerations[0].effect=NoSchedule",
+            "--set",
+            "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=10",
+            "--set",
+            "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+            ".podAffinityTerm.topologyKey=kubernetes.io/hostname",
+            "--set",
+            "podLabels.team=ml-platform",
+            "--set",
+            "podAnnotations.example\\.com/owner=ml-platform",
+            "--set",
+            "rbac.scope=namespaced",
+            "--set",
+            "rbac.namespaces={ml}",
+        ),
     ],
-    ids=["defaults", "cert-manager-and-cilium", "changed-values"],
+    ids=["defaults", "cert-manager-and-cilium", "changed-values", "pod-values-namespaced"],
 )
 def test_helm_output_is_accepted(acceptance: Acceptance, flags: tuple[str, ...]) -> None:
     if (
@@ -441,6 +467,9 @@ def test_the_install_notes_say_how_to_uninstall_without_leaving_the_private_key(
     )
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
+    # the next step: check the install with helm test, with this release's names
+    assert "  helm test canary -n canary-ns --logs\n" in notes
+    assert "  kubectl -n canary-ns rollout status deployment/canary-podium\n" in notes
     assert (
         "  kubectl delete mutatingwebhookconfiguration canary-podium\n"
         "  helm uninstall canary -n canary-ns\n"

@@ -86,6 +86,22 @@ def test_the_apiserver_refuses_podiums_writes_outside_the_listed_namespaces(
     assert written["metadata"]["namespace"] == listed_ns
 
 
+def test_podium_reads_configmaps_and_policies_only_in_the_listed_namespaces(
+    as_podium: Api, listed_ns: str
+) -> None:
+    """Its own objects are readable where it writes them and nowhere else: neither across all
+    namespaces nor in another one (podium watches them per listed namespace; it became ready,
+    so those watches synced)."""
+    kinds = ("/api/v1/{}configmaps", "/apis/networking.k8s.io/v1/{}networkpolicies")
+    for kind in kinds:
+        for where in ("", "namespaces/default/", "namespaces/kube-system/"):
+            with pytest.raises(ApiError) as refused:
+                as_podium.request("GET", kind.format(where))
+            assert refused.value.status == 403, (kind, where, refused.value)
+        listed = as_podium.request("GET", kind.format(f"namespaces/{listed_ns}/"))
+        assert isinstance(listed["items"], list)
+
+
 def test_a_job_in_a_listed_namespace_is_released_with_its_record_and_policy(
     local_cluster: LocalCluster, listed_ns: str, podium: Podium
 ) -> None:

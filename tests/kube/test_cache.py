@@ -472,6 +472,63 @@ def test_every_watched_resource_has_a_distinct_name_and_path() -> None:
     assert RECORDS.label_selector == "app.kubernetes.io/managed-by=podium"
 
 
+def record(namespace: str, name: str = "r") -> dict[str, Any]:
+    """A decision record of podium's (a ConfigMap with its managed-by label)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "podium"},
+        },
+    }
+
+
+def test_writable_namespaces_watch_podiums_own_objects_per_namespace() -> None:
+    """rbac.scope namespaced: records and policies are listed and watched in each writable
+    namespace, at that namespace's path (which a RoleBinding there authorizes); the rest as
+    before. No setting: WATCHED itself."""
+    assert cache.watched() is cache.WATCHED
+    scoped = cache.watched(frozenset({"ml", "cv"}))
+    own = [r for r in scoped if (r.group, r.kind) in cache.OWN]
+    assert [(r.kind, r.namespace) for r in own] == [
+        (kind, ns)
+        for kind in ("ConfigMap", "CiliumNetworkPolicy", "NetworkPolicy")
+        for ns in ("cv", "ml")
+    ]
+    assert [r for r in scoped if r.namespace is None] == [
+        r for r in cache.WATCHED if (r.group, r.kind) not in cache.OWN
+    ]
+    paths = {client.path_of_resource(r) for r in own}
+    assert "/api/v1/namespaces/ml/configmaps" in paths
+    assert "/apis/cilium.io/v2/namespaces/cv/ciliumnetworkpolicies" in paths
+    names = [r.name for r in scoped]
+    assert len(set(names)) == len(names) and "configmaps in ml" in names
+
+
+async def test_a_namespaced_watch_sees_its_namespace_only() -> None:
+    in_ml = next(r for r in cache.watched({"ml"}) if r.kind == "ConfigMap")
+    lister = InMemoryLister([record("ml", "a"), record("cv", "b")])
+    async with running(lister, resources=[in_ml]) as watch_cache:
+        await synced(watch_cache)
+
+        def records() -> set[tuple[str, str]]:
+            return {
+                (str(o["metadata"]["namespace"]), str(o["metadata"]["name"]))
+                for o in watch_cache.view.objects()
+                if o.get("kind") == "ConfigMap"
+            }
+
+        assert records() == {("ml", "a")}
+        await eventually(lambda: lister.open_watches(in_ml) == 1)
+        lister.put(record("cv", "c"))
+        lister.put(record("ml", "d"))
+        await eventually(lambda: ("ml", "d") in records())
+        assert records() == {("ml", "a"), ("ml", "d")}
+    assert ("list", "configmaps in ml", None) in lister.calls
+
+
 def test_backoff_doubles_up_to_its_cap_and_resets() -> None:
     backoff = cache.Backoff(initial=1.0, cap=4.0)
     delays = [backoff.next() for _ in range(5)]

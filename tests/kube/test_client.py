@@ -425,6 +425,11 @@ def test_load_client_reads_a_kubeconfig_with_a_pool_for_every_watch(tmp_path: Pa
     configuration = client.load_client(kubeconfig).configuration
     assert configuration.host == "https://127.0.0.1:6443"
     assert configuration.connection_pool_maxsize > len(cache.WATCHED)
+    # writable-namespaces: three more watches per namespace, as many more connections
+    many = cache.watched({f"ns{i}" for i in range(40)})
+    assert len(many) > len(cache.WATCHED) + 100
+    wide = client.load_client(kubeconfig, watches=len(many)).configuration
+    assert wide.connection_pool_maxsize > len(many)
     assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer t0ken"
     with pytest.raises(client.ClientConfigError):
         client.load_client(tmp_path / "missing")

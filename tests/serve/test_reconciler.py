@@ -4,6 +4,7 @@ podium's writer, two-pass deletion, audit entries, leadership, metrics."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
@@ -288,3 +289,36 @@ async def test_executor_labels_a_bound_pod_with_its_nodes_zone(live: Live) -> No
     for pod in old.pods:
         stored_pod = live.api.objects[("", "Pod", NS, pod["metadata"]["name"])]
         assert stored_pod["metadata"]["labels"][labels.ZONE] == "zone-c"
+
+
+async def test_with_writable_namespaces_it_lists_its_objects_there_only(live: Live) -> None:
+    """rbac.scope namespaced: podium may read its records and policies only in the namespaces
+    it writes in, so the reconciler lists each of those and never across all namespaces (the
+    apiserver would refuse that list with a 403)."""
+    elsewhere = copy.deepcopy(live.world.record)
+    elsewhere["metadata"]["namespace"] = "elsewhere"
+    live.api.put(elsewhere)
+
+    lists: list[tuple[str, str]] = []
+
+    def cluster_wide_refused(op: str, key: tuple[str, str, str, str]) -> errors.ApiError | None:
+        if op != "list":
+            return None
+        lists.append((key[1], key[2]))
+        return None if key[2] else errors.ApiError("403: configmaps is forbidden", status=403)
+
+    live.api.fail = cluster_wide_refused
+    live.rec.settings = dataclasses.replace(
+        live.world.settings, writable_namespaces=frozenset({NS, "other"})
+    )
+    owned = await live.rec.list_owned()
+    assert [r["metadata"]["namespace"] for r in owned.decisions] == [NS]
+    assert [p["metadata"]["namespace"] for p in owned.policies] == [NS]
+    assert sorted(lists) == sorted(
+        (kind, ns) for kind in ("ConfigMap", "CiliumNetworkPolicy") for ns in (NS, "other")
+    )
+    # Without the setting: one list across all namespaces per kind, which sees both records.
+    live.api.fail = twins.no_fault
+    live.rec.settings = live.world.settings
+    owned = await live.rec.list_owned()
+    assert sorted(r["metadata"]["namespace"] for r in owned.decisions) == ["elsewhere", NS]

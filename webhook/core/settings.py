@@ -192,7 +192,8 @@ class Settings:
     #: The namespaces where podium may write (the chart's ``rbac.namespaces`` with
     #: ``rbac.scope: namespaced``); empty: every namespace. podium never holds a pod where it may
     #: not write — it could not release it — so there it decides as ``pin`` and, when the
-    #: apiserver refuses its writes, fails open saying which binding is missing.
+    #: apiserver refuses its writes, fails open saying which binding is missing. podium also
+    #: reads its own records and policies only there (one watch per namespace).
     writable_namespaces: frozenset[str] = frozenset()
 
     def may_write(self, namespace: str) -> bool:

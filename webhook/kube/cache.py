@@ -27,7 +27,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from webhook.core import adapters, policies
@@ -67,6 +67,33 @@ WATCHED: tuple[Resource, ...] = (
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", label_selector=MANAGED),
     CILIUM_CRD,
 )
+
+#: podium's own objects among ``WATCHED``: its records and policies, which it reads where it
+#: writes them (the chart's ClusterRole podium-writer).
+OWN: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("", "ConfigMap"),
+        ("cilium.io", "CiliumNetworkPolicy"),
+        ("networking.k8s.io", "NetworkPolicy"),
+    }
+)
+
+
+def watched(writable_namespaces: Collection[str] = ()) -> tuple[Resource, ...]:
+    """``WATCHED``; with ``writable_namespaces`` (the chart's ``rbac.scope: namespaced``, where
+    podium may read and write its own objects in those namespaces only) each of podium's own
+    kinds is watched in each of those namespaces instead of across all of them."""
+    if not writable_namespaces:
+        return WATCHED
+    out: list[Resource] = []
+    for resource in WATCHED:
+        if (resource.group, resource.kind) in OWN:
+            out += [
+                dataclasses.replace(resource, namespace=ns) for ns in sorted(writable_namespaces)
+            ]
+        else:
+            out.append(resource)
+    return tuple(out)
 
 
 # -- what is kept of each object -----------------------------------------------------------------

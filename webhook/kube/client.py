@@ -95,8 +95,10 @@ def path(
 
 
 def path_of_resource(resource: Resource) -> str:
-    """The path a ``Resource`` is listed and watched at, across all namespaces."""
-    return path(resource.api_version, resource.kind, plural=resource.plural)
+    """The path a ``Resource`` is listed and watched at: across all namespaces, or in its own."""
+    return path(
+        resource.api_version, resource.kind, namespace=resource.namespace, plural=resource.plural
+    )
 
 
 # -- the configuration --------------------------------------------------------------------------
@@ -107,7 +109,11 @@ class ClientConfigError(RuntimeError):
 
 
 def load_client(
-    kubeconfig: Path | None = None, context: str | None = None, *, serving: bool = True
+    kubeconfig: Path | None = None,
+    context: str | None = None,
+    *,
+    serving: bool = True,
+    watches: int = len(cache.WATCHED),
 ) -> k8s.ApiClient:
     """In a pod (and neither a kubeconfig nor a context named) its service account, else the
     kubeconfig (``kubeconfig``, ``$KUBECONFIG`` or ``~/.kube/config``) at ``context`` or its
@@ -140,10 +146,11 @@ def load_client(
             f"cannot load a Kubernetes configuration from {where}: {detail}"
         ) from err
     if serving:
-        # One connection per open watch, plus admissions' calls: the default pool (5 per CPU)
-        # is smaller than the number of watches and would churn connections.
+        # One connection per open watch (``watches``: more with writable-namespaces, three per
+        # namespace), plus admissions' calls: the default pool (5 per CPU) is smaller than the
+        # number of watches and would churn connections.
         configuration.connection_pool_maxsize = max(
-            configuration.connection_pool_maxsize or 0, len(cache.WATCHED) + 32
+            configuration.connection_pool_maxsize or 0, watches + 32
         )
     else:
         configuration.retries = 0

@@ -26,7 +26,7 @@ JsonPatch = list[dict[str, Any]]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Resource:
-    """One collection to list and watch across all namespaces."""
+    """One collection to list and watch: across all namespaces, or in ``namespace`` only."""
 
     api_version: str
     kind: str
@@ -37,6 +37,9 @@ class Resource:
     field_selector: str | None = None
     #: Readiness does not wait for it (a failing list is retried, but admissions go on).
     optional: bool = False
+    #: One namespace's collection (RBAC that grants the kind there only, ``rbac.scope``
+    #: namespaced); None: every namespace's.
+    namespace: str | None = None
 
     @property
     def group(self) -> str:
@@ -45,9 +48,12 @@ class Resource:
     @property
     def name(self) -> str:
         """``pods``, ``pytorchjobs.kubeflow.org/v1``: how logs and readiness name it."""
-        if not self.group:
-            return self.plural
-        return f"{self.plural}.{self.group}/{self.api_version.split('/', 1)[1]}"
+        name = (
+            f"{self.plural}.{self.group}/{self.api_version.split('/', 1)[1]}"
+            if self.group
+            else self.plural
+        )
+        return f"{name} in {self.namespace}" if self.namespace else name
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

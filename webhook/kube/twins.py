@@ -167,6 +167,16 @@ def _stream_key(resource: Resource) -> tuple[str, str]:
     return resource.api_version, resource.kind
 
 
+def _fields(resource: Resource) -> str | None:
+    """The field selector a watch of ``resource`` filters by: its own, and its namespace's (a
+    namespaced collection sees that namespace's objects only)."""
+    terms = [
+        resource.field_selector,
+        resource.namespace and f"metadata.namespace={resource.namespace}",
+    ]
+    return ",".join(t for t in terms if t) or None
+
+
 def _type_of(obj: Obj) -> tuple[str, str]:
     return str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
 
@@ -311,14 +321,17 @@ class Store:
         for stream in self._streams:
             if stream.closed or _stream_key(stream.resource) != which:
                 continue
-            seen = change.seen_by(stream.resource.label_selector, stream.resource.field_selector)
+            seen = change.seen_by(stream.resource.label_selector, _fields(stream.resource))
             if seen is not None:
                 stream.put(WatchEvent(seen, _copy(change.new)))
 
     def items(self, resource: Resource) -> list[dict[str, Any]]:
         """Copies of what a list of ``resource`` holds (at its apiVersion only), in name order."""
         selected = self.select(
-            resource.group, resource.kind, namespace=None, label_selector=resource.label_selector
+            resource.group,
+            resource.kind,
+            namespace=resource.namespace,
+            label_selector=resource.label_selector,
         )
         return [
             dict(obj)
@@ -336,7 +349,7 @@ class Store:
             else:
                 replay = []
                 for change in self._history.get(which, ()):
-                    seen = change.seen_by(resource.label_selector, resource.field_selector)
+                    seen = change.seen_by(resource.label_selector, _fields(resource))
                     if change.resource_version > since and seen is not None:
                         replay.append(WatchEvent(seen, _copy(change.new)))
                 stream = _Stream(resource, replay, timeout)

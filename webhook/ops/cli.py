@@ -25,6 +25,7 @@ from webhook.core.objects import parse_time
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
 from webhook.ops import auditview, certs_cli, kubectl, offline, output
+from webhook.ops import probe as probe_cli
 
 if TYPE_CHECKING:
     from webhook.ops import doctor as doctor_checks
@@ -944,6 +945,7 @@ def _print_report(result: shadow_report.Report, *, wide: bool) -> None:
 
 
 app.add_typer(certs_cli.app, name="certs", help="Issue and rotate podium's certificates.")
+app.command("probe")(probe_cli.command)
 
 
 def main() -> None:

@@ -56,20 +56,29 @@ class Reconciler(loops.LeaderPass):
     tuning: Tuning = dataclasses.field(default_factory=Tuning)
 
     async def list_owned(self) -> Owned:
+        """podium's records and policies: across all namespaces, or with writable-namespaces
+        (RBAC that lets podium read them there only) in each of those."""
         managed = f"{labels.MANAGED_BY}={labels.MANAGER}"
-        decisions = await self.api.list(
-            policies.RECORD_API_VERSION,
-            policies.RECORD_KIND,
-            label_selector=f"{managed},{labels.COMPONENT}=decision",
-        )
+        where: list[str | None] = [*sorted(self.settings.writable_namespaces)] or [None]
+        decisions: list[Obj] = []
         found: list[Obj] = []
-        for api_version, kind in _policy_kinds(self.settings.policy_mode):
-            with contextlib.suppress(errors.NotFound):  # the CRD is not installed
-                found.extend(
-                    await self.api.list(
-                        api_version, kind, label_selector=f"{managed},{labels.COMPONENT}=policy"
+        for namespace in where:
+            decisions += await self.api.list(
+                policies.RECORD_API_VERSION,
+                policies.RECORD_KIND,
+                namespace=namespace,
+                label_selector=f"{managed},{labels.COMPONENT}=decision",
+            )
+            for api_version, kind in _policy_kinds(self.settings.policy_mode):
+                with contextlib.suppress(errors.NotFound):  # the CRD is not installed
+                    found.extend(
+                        await self.api.list(
+                            api_version,
+                            kind,
+                            namespace=namespace,
+                            label_selector=f"{managed},{labels.COMPONENT}=policy",
+                        )
                     )
-                )
         return Owned(decisions=decisions, policies=found)
 
     async def run_once(self) -> list[audit.AuditEntry]:

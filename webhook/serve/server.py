@@ -399,7 +399,9 @@ def run(
         tls_min_version=tls_min_version,
         client_ca_file=client_ca_file,
     )
-    api_client = client.load_client(kubeconfig, context)
+    api_client = client.load_client(
+        kubeconfig, context, watches=len(cache.watched(settings.writable_namespaces))
+    )
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
@@ -447,7 +449,11 @@ class _Parts:
             api_client=api_client,
             settings=settings,
             cluster_view=cluster_view,
-            watch_cache=cache.WatchCache(cluster_view, client.KubeLister(api_client)),
+            watch_cache=cache.WatchCache(
+                cluster_view,
+                client.KubeLister(api_client),
+                resources=cache.watched(settings.writable_namespaces),
+            ),
             trail=_audit_trail(audit_file, meter),
             meter=meter,
             recorder=_event_recorder(api_client, meter),

@@ -72,3 +72,28 @@ and say what to do, rather than helm's "invalid ownership metadata". */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The chart's name and version, as the helm.sh/chart label carries them. */}}
+{{- define "podium.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* What selects the release's pods: the Service, the PodDisruptionBudget, the PodMonitor, the
+Cilium policy and the spread constraints. Only app.kubernetes.io/name, whose value is the fullname
+(unique per release), as before the standard labels came: a Deployment's selector is immutable, so
+adding app.kubernetes.io/instance to it would make `helm upgrade` of an existing release fail. */}}
+{{- define "podium.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "podium.fullname" . }}
+{{- end -}}
+
+{{/* The standard labels (helm.sh/chart, app.kubernetes.io/name, instance, version, managed-by)
+that every object of the chart carries. */}}
+{{- define "podium.labels" -}}
+helm.sh/chart: {{ include "podium.chart" . }}
+{{ include "podium.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Chart.AppVersion }}
+app.kubernetes.io/version: {{ . | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
