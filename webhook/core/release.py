@@ -666,11 +666,12 @@ def _too_big(
 def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None) -> Wait:
     zone, free = fit.roomiest
     roomiest = (
-        f"the roomiest zone, {zone}, has {resources.amount(fit.primary, free)} free "
-        f"({neverfits.per_node(fit.zones[zone].per_node, fit.primary)})"
+        f"the roomiest zone, {zone}, has {resources.amount(fit.primary, free)} free"
         if zone
         else "no zone admits its pods"
     )
+    if zone and len(split := fit.zones[zone].per_node) > 1:
+        roomiest += f" ({neverfits.per_node(split, fit.primary)})"
     needs = _needs(held.gang, fit.primary)
     why = f"needs {needs} in one zone; {roomiest}; {_ordinal(position)} in line"
     if position == 1 and head_zone:
