@@ -676,6 +676,7 @@ def _diagnose_live(
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
     api_client, objects_api = _connect(kubeconfig, context)
+    notes: list[str] = []
     with Progress(console=Console(stderr=True), transient=True, disable=quiet) as progress:
         reading = progress.add_task("listing the cluster", total=len(checks.kinds_to_read()))
         with _reading(api_client):
@@ -687,8 +688,11 @@ def _diagnose_live(
                     on_kind=lambda kind: progress.update(
                         reading, advance=1, description=f"listing {kind}"
                     ),
+                    notes=notes,
                 )
             )
+        for note in notes:
+            output.note(note)
         if namespace is not None:
             try:
                 note = checks.namespace_note(objects, settings, namespace)
