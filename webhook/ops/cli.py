@@ -691,8 +691,6 @@ def _diagnose_live(
                     notes=notes,
                 )
             )
-        for note in notes:
-            output.note(note)
         if namespace is not None:
             try:
                 note = checks.namespace_note(objects, settings, namespace)
@@ -700,6 +698,8 @@ def _diagnose_live(
                 raise output.fail(str(err)) from err
             if note:
                 output.note(note)
+        for narrowed in notes:
+            output.note(narrowed)
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
         return checks.diagnose(
