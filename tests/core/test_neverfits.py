@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from tests.builders import NodeBuilder
 from tests.core.test_release import HOLD, cluster, held_job, hogs, plan
-from webhook.core import neverfits
+from webhook.core import adapters, neverfits
 from webhook.core.adapters.base import PodGroup
 from webhook.core.settings import TooBig
+from webhook.core.view import ClusterView
 
 GPU = "nvidia.com/gpu"
 
@@ -165,3 +166,30 @@ def test_a_bigger_node_makes_it_fit_again(now: datetime) -> None:
     bigger = NodeBuilder("d-0").zone("zone-c").gpus(16).obj()
     (wait,) = plan([*cluster(), bigger, *hogs("c", range(8)), *held_job("huge", 9, now)], now).waits
     assert not wait.too_big and wait.position == 1
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["zone-a", "zone-b", "zone-c"]),
+        st.lists(st.sampled_from([0, 2, 4, 8, 16]), min_size=0, max_size=6),
+        max_size=3,
+    ),
+    st.integers(min_value=1, max_value=12),
+    st.sampled_from([1, 4, 8, 16]),
+)
+def test_the_cheap_way_agrees_with_the_whole_count(
+    zone_gpus: dict[str, list[int]], pods: int, size: int
+) -> None:
+    """``never_fits_on`` (a view's candidate zones, largest first, packing only where the sum
+    suffices) answers as ``never_fits`` on the same nodes."""
+    nodes = [
+        NodeBuilder(f"{zone}-{i}").zone(zone).gpus(gpus).obj()
+        for zone, sizes in zone_gpus.items()
+        for i, gpus in enumerate(sizes)
+    ]
+    view = ClusterView.from_objects(nodes, zone_label=HOLD.zone_label, kept=adapters.KEPT)
+    candidates = view.candidate_zones({})
+    demand = gang(pods, gpus=size)
+    capacity = {z: neverfits.capacity_of(n) for z, n in candidates.items()}
+    cheap = neverfits.never_fits_on(demand, GPU, candidates)
+    assert cheap == neverfits.never_fits(demand, GPU, capacity)

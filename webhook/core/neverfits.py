@@ -21,6 +21,7 @@ two of them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -82,14 +83,19 @@ def capacity_of(nodes: ZoneNodes) -> list[resources.Resources]:
 
 
 def could_hold(
-    demand: Sequence[PodGroup], capacity: Sequence[resources.Resources], primary: str
+    demand: Sequence[PodGroup],
+    free: list[resources.Resources],
+    primary: str,
+    *,
+    total: int | None = None,
 ) -> bool:
-    """Whether ``demand`` packs onto nodes with ``capacity`` (``zones.pack_into``, node by node);
-    the sums rule out first what cannot fit at all."""
+    """Whether ``demand`` packs onto nodes with ``free`` (one mutable map per node, used up:
+    ``zones.pack_into``, node by node); the sums rule out first what cannot fit at all
+    (``total``: the sum of ``primary`` over ``free``, when the caller has it already)."""
     need = total_of(demand).get(primary, 0)
-    if need > sum(max(0, c.get(primary, 0)) for c in capacity):
-        return False
-    return zones.pack_into(demand, [dict(c) for c in capacity], primary)
+    if total is None:
+        total = sum(max(0, c.get(primary, 0)) for c in free)
+    return need <= total and zones.pack_into(demand, free, primary)
 
 
 def never_fits(
@@ -99,7 +105,7 @@ def never_fits(
 ) -> NeverFits | None:
     """None when some zone of ``capacity`` (zone → the allocatable of each node the gang's pods
     may use there) could hold the whole of ``demand``; else why not."""
-    if any(could_hold(demand, nodes, primary) for nodes in capacity.values()):
+    if any(could_hold(demand, [dict(c) for c in nodes], primary) for nodes in capacity.values()):
         return None
     asking = [g for g in demand if g.count and g.requests.get(primary, 0) > 0]
     largest = max(asking, key=lambda g: g.requests[primary]) if asking else None
@@ -122,6 +128,20 @@ def never_fits(
     )
 
 
+def never_fits_on(
+    demand: Sequence[PodGroup], primary: str, candidates: Mapping[str, ZoneNodes]
+) -> NeverFits | None:
+    """``never_fits`` on each zone's candidate nodes (``View.candidate_zones``), the cheap way
+    first: zones by their summed allocatable, largest first, each packed only when its sum
+    suffices, so a gang that fits one (the common case) costs one packing."""
+    for nodes in sorted(candidates.values(), key=lambda n: -n.allocatable.get(primary, 0)):
+        total = nodes.allocatable.get(primary, 0)
+        free = [dict(n.allocatable) for n in nodes.nodes.values()]
+        if could_hold(demand, free, primary, total=total):
+            return None
+    return never_fits(demand, primary, {z: capacity_of(n) for z, n in candidates.items()})
+
+
 def _pods_on(node: resources.Resources, need: Mapping[str, int]) -> int:
     """How many pods that each need ``need`` fit on an empty node with ``node`` allocatable."""
     if not need:
@@ -130,6 +150,13 @@ def _pods_on(node: resources.Resources, need: Mapping[str, int]) -> int:
 
 
 def per_node(free: Iterable[int], resource: str = "") -> str:
+    """``_per_node`` of ``free`` as a tuple: every held gang of a pass that waits for the same
+    roomiest zone shares its answer."""
+    return _per_node(tuple(free), resource)
+
+
+@functools.lru_cache(maxsize=256)
+def _per_node(free: tuple[int, ...], resource: str) -> str:
     """How free room is split over a zone's nodes, most first and bounded in length: each node's
     amount while at most ``LISTED_NODES`` have some (``6/5/5/5 per node``), else the amounts
     grouped, largest first (``6 on 1 node, 5 on 3, less on 7``: at most ``GROUPS`` of them);

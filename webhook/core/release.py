@@ -382,7 +382,10 @@ def _zone_fit(
     left = sum(per_node)
     need = total_of(demand).get(primary, 0)
     fits = need <= left and zones.pack_into(demand, [dict(f) for f in room], primary)
-    could_hold = fits or neverfits.could_hold(demand, neverfits.capacity_of(nodes), primary)
+    total = nodes.allocatable.get(primary, 0)
+    could_hold = fits or neverfits.could_hold(
+        demand, [dict(n.allocatable) for n in nodes.nodes.values()], primary, total=total
+    )
     return _ZoneFit(fits, left, could_hold, per_node)
 
 
@@ -611,11 +614,7 @@ def _never_fits(
     """Whether no zone could hold the gang even with every node free (``neverfits``), on the
     nodes its pods may use (the constraint of ``pod``, else ``_constraint``)."""
     constraint = pod if pod is not None else _constraint(held)
-    capacity = {
-        zone: neverfits.capacity_of(nodes)
-        for zone, nodes in view.candidate_zones(constraint).items()
-    }
-    return neverfits.never_fits(held.gang.demand, primary, capacity)
+    return neverfits.never_fits_on(held.gang.demand, primary, view.candidate_zones(constraint))
 
 
 def _never_fits_early(
