@@ -193,3 +193,15 @@ def test_the_cheap_way_agrees_with_the_whole_count(
     capacity = {z: neverfits.capacity_of(n) for z, n in candidates.items()}
     cheap = neverfits.never_fits_on(demand, GPU, candidates)
     assert cheap == neverfits.never_fits(demand, GPU, capacity)
+
+
+def test_what_a_zone_may_grow_by_counts_too() -> None:
+    """The extension point for buffers: nodes a zone may still get make a gang fit."""
+    nodes = [NodeBuilder(f"c-{i}").zone("zone-c").obj() for i in range(8)]
+    view = ClusterView.from_objects(nodes, zone_label=HOLD.zone_label, kept=adapters.KEPT)
+    candidates = view.candidate_zones({})
+    assert neverfits.never_fits_on(gang(9), GPU, candidates) is not None
+    assert neverfits.never_fits_on(gang(9), GPU, candidates, {"zone-c": [node(8)]}) is None
+    grown = neverfits.never_fits_on(gang(9), GPU, candidates, {"zone-d": [node(8)] * 2})
+    assert grown is not None and grown.zones == {"zone-c": 64, "zone-d": 16}
+    assert neverfits.never_fits_on(gang(2), GPU, {}, {"zone-d": [node(8)] * 2}) is None

@@ -11,7 +11,9 @@ this job, ``too-big: spread`` for every such gang) or make it smaller (``NeverFi
 pods of its largest size fit the roomiest zone).
 
 The capacity is a plain mapping of zone → the allocatable of each node, so that a caller may add
-what a zone could still grow by (nodes an autoscaler may add) before asking.
+what a zone could still grow by (nodes an autoscaler may add) before asking; ``never_fits_on``,
+what the releaser asks, takes a view's candidate zones and that growth (``more``) and packs the
+largest zone first.
 
 ``per_node`` says how a zone's free room is split over its nodes, in a bounded number of
 characters: "21 nvidia.com/gpu free" as 6/5/5/5 per node holds no 8-GPU pod, as 21 on one node
@@ -129,17 +131,31 @@ def never_fits(
 
 
 def never_fits_on(
-    demand: Sequence[PodGroup], primary: str, candidates: Mapping[str, ZoneNodes]
+    demand: Sequence[PodGroup],
+    primary: str,
+    candidates: Mapping[str, ZoneNodes],
+    more: Mapping[str, Sequence[resources.Resources]] | None = None,
 ) -> NeverFits | None:
-    """``never_fits`` on each zone's candidate nodes (``View.candidate_zones``), the cheap way
-    first: zones by their summed allocatable, largest first, each packed only when its sum
+    """``never_fits`` on each zone's candidate nodes (``View.candidate_zones``) and, per zone,
+    the allocatable of ``more`` nodes it may still get (what an autoscaler may add), the cheap
+    way first: zones by their summed allocatable, largest first, each packed only when its sum
     suffices, so a gang that fits one (the common case) costs one packing."""
-    for nodes in sorted(candidates.values(), key=lambda n: -n.allocatable.get(primary, 0)):
-        total = nodes.allocatable.get(primary, 0)
-        free = [dict(n.allocatable) for n in nodes.nodes.values()]
-        if could_hold(demand, free, primary, total=total):
+    grow = more or {}
+
+    def capacity(zone: str) -> list[resources.Resources]:
+        nodes = candidates.get(zone)
+        return [*(capacity_of(nodes) if nodes is not None else ()), *grow.get(zone, ())]
+
+    def whole(zone: str) -> int:
+        nodes = candidates.get(zone)
+        extra = sum(max(0, c.get(primary, 0)) for c in grow.get(zone, ()))
+        return (nodes.allocatable.get(primary, 0) if nodes is not None else 0) + extra
+
+    names = sorted({*candidates, *grow})
+    for zone in sorted(names, key=lambda z: -whole(z)):
+        if could_hold(demand, [dict(c) for c in capacity(zone)], primary, total=whole(zone)):
             return None
-    return never_fits(demand, primary, {z: capacity_of(n) for z, n in candidates.items()})
+    return never_fits(demand, primary, {z: capacity(z) for z in names})
 
 
 def _pods_on(node: resources.Resources, need: Mapping[str, int]) -> int:
