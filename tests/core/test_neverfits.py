@@ -4,7 +4,7 @@ zone's nodes (item 5): ``neverfits`` alone, then as ``release.plan`` says it."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -205,3 +205,12 @@ def test_what_a_zone_may_grow_by_counts_too() -> None:
     grown = neverfits.never_fits_on(gang(9), GPU, candidates, {"zone-d": [node(8)] * 2})
     assert grown is not None and grown.zones == {"zone-c": 64, "zone-d": 16}
     assert neverfits.never_fits_on(gang(2), GPU, {}, {"zone-d": [node(8)] * 2}) is None
+
+
+def test_a_release_at_the_timeout_says_how_the_zones_room_is_split(now: datetime) -> None:
+    objects = [*cluster(), *hogs("c", range(5)), *held_job("llama", 4, now - timedelta(hours=1))]
+    settings = dataclasses.replace(HOLD, hold_timeout_seconds=1800)
+    (r,) = plan(objects, now, settings).releases
+    assert "pinned to zone-c, which has the most free (24 nvidia.com/gpu, 8/8/8 per node, " in (
+        r.detail
+    )

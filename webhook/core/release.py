@@ -595,6 +595,8 @@ def _timeout(
     roomiest, free = fit.roomiest
     zone = roomiest if settings.no_fit is NoFit.PIN_MOST_FREE else None
     most = resources.amount(fit.primary, free)
+    if zone and len(split := fit.zones[zone].per_node) > 1:
+        most += f", {neverfits.per_node(split, fit.primary)}"
     where = f"pinned to {zone}, which has the most free ({most})" if zone else "left unpinned"
     detail = (
         f"held {held.waited(now):.0f}s (hold-timeout-seconds "
