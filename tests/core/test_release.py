@@ -167,7 +167,7 @@ def test_fit_is_node_by_node_and_counts_bound_pods(now: datetime) -> None:
     assert p.releases == ()
     assert p.waits[0].why == (
         "needs 1 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has "
-        "8 nvidia.com/gpu free; 1st in line (first: zone-b is kept for it)"
+        "8 nvidia.com/gpu free (4/4 per node); 1st in line (first: zone-b is kept for it)"
     )
 
 

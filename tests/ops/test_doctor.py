@@ -442,7 +442,12 @@ def stub_cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
     c = Cluster()
 
     async def collect(
-        _api: Any, *, namespace: str | None = None, on_kind: Any = None, own_namespace: str = ""
+        _api: Any,
+        *,
+        namespace: str | None = None,
+        on_kind: Any = None,
+        own_namespace: str = "",
+        notes: Any = None,
     ) -> list[Obj]:
         return c.objects()
 

@@ -22,7 +22,8 @@ def test_a_held_job_is_held_with_its_why_not_broken(now: datetime) -> None:
     assert job.as_dict()["verdict"] == "held"
     assert job.held == (
         "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-c, has "
-        "24 nvidia.com/gpu free; 1st in line (first: zone-c is kept for it)"
+        "24 nvidia.com/gpu free (8/8/8 per node, none on 5 others); 1st in line "
+        "(first: zone-c is kept for it)"
     )
 
 

@@ -420,7 +420,7 @@ def test_hold_mode_says_why_a_gang_waits_and_its_place_in_line(tmp_path: Path) -
     assert verdict["verdict"] == "wait" and verdict["position"] == 1
     assert verdict["why"].startswith(
         "needs 4 × 8 nvidia.com/gpu in one zone; the roomiest zone, zone-b, has "
-        "16 nvidia.com/gpu free; 1st in line"
+        "16 nvidia.com/gpu free (8/8 per node); 1st in line"
     )
     summary = invoke_review(
         tmp_path,

@@ -4,7 +4,10 @@ reconciler action and the Cilium guard, each as ``webhook.serve.audit.dumps`` wr
 The expected lines (``tests/audit_entries.golden``) were written by the code before each source got
 its own entry builder (``webhook.core.audit``); the lines are a wire format (``podium audit``,
 log pipelines), so they stay as they were: the keys, their order and their values. Only
-``latencyMs`` is set to a fixed number, since it is measured.
+``latencyMs`` is set to a fixed number, since it is measured. Changed on purpose since (issue
+29): the ``detail`` of a gang no zone could ever hold (``held-huge``: the numbers and the ways
+out), and ``held-partial``, such a gang said at once before its last pod exists (reason
+``too-big``); ``held-coming`` keeps a gang waiting for its pods.
 """
 
 from __future__ import annotations
@@ -151,6 +154,8 @@ async def release_entries(now: datetime) -> list[tuple[str, audit.AuditEntry]]:
             *held("newer", 2, now + timedelta(1)),
             *held("partial", 3, now, present=2),
             *held("huge", 12, now),
+            # 2 of 2 × 8 GPUs: it fits zone-b once whole; "partial" (3 × 8) never fits (issue 29)
+            *held("coming", 2, now, present=1),
         ],
         now + timedelta(days=2),
     )

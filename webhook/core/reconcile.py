@@ -53,6 +53,7 @@ from webhook.core import (
     records,
     release,
     running,
+    spread,
     updates,
 )
 from webhook.core.adapters import base
@@ -156,11 +157,14 @@ def plan(
 def split_gangs(view: View) -> list[tuple[str, str]]:
     """The gangs podium admitted (pods carrying ``podium.dev/job``) whose running pods are bound
     to nodes in more than one zone: what podium exists to prevent (a pod admitted while podium
-    was down or failing open, or skipped)."""
+    was down or failing open, or skipped) — but for a gang spread on purpose (``spread``)."""
     split: list[tuple[str, str]] = []
     for namespace, gang in sorted(set(view.gangs())):
         zones: set[str] = set()
-        for pod in view.pods_in(namespace, {labels.JOB: gang}):
+        pods = list(view.pods_in(namespace, {labels.JOB: gang}))
+        if spread.deliberate(pods) is not None:
+            continue
+        for pod in pods:
             if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
                 continue
             node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))

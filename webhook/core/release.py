@@ -39,8 +39,10 @@ plan out. The rules, in the order they apply:
   backfill only into other zones. Small gangs thus use room a big one cannot use yet, never the
   zone it waits for; one head per pass. With ``fit-first`` there is no head: every gang that
   fits somewhere goes.
-* **Too big.** A gang no zone could hold even empty waits, said at once, until an admin acts
-  (``too-big: hold``), or is released unpinned with a job-wide policy (``too-big: spread``).
+* **Too big.** A gang no zone could hold even empty (``neverfits``: every node its pods may use
+  free) waits, said at once — before its last pod exists when the job tells its size — with the
+  ways out, until an admin acts (``too-big: hold``), or is released unpinned with a job-wide
+  policy once ready (``too-big: spread``).
 * **Timeout.** A gang held longer than ``hold-timeout-seconds`` that still fits nowhere is
   released as ``no-fit`` says: pinned to the roomiest zone (so an autoscaler, which never scales
   up for gated pods, scales that zone) or unpinned.
@@ -58,6 +60,7 @@ from webhook.core import (
     adapters,
     labels,
     mutation,
+    neverfits,
     podgroups,
     policies,
     records,
@@ -138,6 +141,8 @@ class Wait:
     too_big: bool = False
     best_zone: str | None = None
     best_free: int = 0
+    #: Why no zone could ever hold it (``too_big``): the numbers behind ``why``.
+    never: neverfits.NeverFits | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -220,7 +225,11 @@ def plan(
             continue
         need = needed(held, view)
         if not _ready(held, need, stable or {}):
-            waits.append(_not_ready(held, need))
+            early = _never_fits_early(held, view, settings)
+            if early is not None and settings.too_big is TooBig.HOLD:
+                waits.append(_too_big(held, early, view))
+            else:
+                waits.append(_not_ready(held, need))
             continue
         fit = _Fit.of(held, view, settings, heading)
         fitting = {z: c for z, c in fit.zones.items() if c.fits and z != head}
@@ -235,7 +244,7 @@ def plan(
             if settings.too_big is TooBig.SPREAD:
                 releases.append(_spread(held, view, settings, now, fit))
             else:
-                waits.append(_too_big(held, fit))
+                waits.append(_too_big(held, _never_fits(held, view, fit.primary), view, fit))
             continue
         if _timed_out(held, settings, now):
             releases.append(_timeout(held, view, settings, now, fit))
@@ -318,6 +327,8 @@ class _ZoneFit:
     free: int
     #: The zone's whole allocatable could hold the gang (were it empty).
     could_hold: bool
+    #: ``free`` node by node (``neverfits.per_node`` says it).
+    per_node: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -376,14 +387,15 @@ def _zone_fit(
 ) -> _ZoneFit:
     """How the gang fits the zone's ``room`` (``_Heading.room``), and whether it could fit the
     zone empty. Packing is node by node; the sums rule out first what cannot fit at all."""
-    left = sum(max(0, f.get(primary, 0)) for f in room)
+    per_node = tuple(max(0, f.get(primary, 0)) for f in room)
+    left = sum(per_node)
     need = total_of(demand).get(primary, 0)
     fits = need <= left and zones.pack_into(demand, [dict(f) for f in room], primary)
-    could_hold = fits or (
-        need <= nodes.allocatable.get(primary, 0)
-        and zones.pack_into(demand, [dict(n.allocatable) for n in nodes.nodes.values()], primary)
+    total = nodes.allocatable.get(primary, 0)
+    could_hold = fits or neverfits.could_hold(
+        demand, [dict(n.allocatable) for n in nodes.nodes.values()], primary, total=total
     )
-    return _ZoneFit(fits, left, could_hold)
+    return _ZoneFit(fits, left, could_hold, per_node)
 
 
 class _Heading:
@@ -617,6 +629,8 @@ def _timeout(
     roomiest, free = fit.roomiest
     zone = roomiest if settings.no_fit is NoFit.PIN_MOST_FREE else None
     most = resources.amount(fit.primary, free)
+    if zone and len(split := fit.zones[zone].per_node) > 1:
+        most += f", {neverfits.per_node(split, fit.primary)}"
     where = f"pinned to {zone}, which has the most free ({most})" if zone else "left unpinned"
     detail = (
         f"held {held.waited(now):.0f}s (hold-timeout-seconds "
@@ -630,13 +644,58 @@ def _timed_out(held: HeldGang, settings: Settings, now: datetime) -> bool:
     return bool(settings.hold_timeout_seconds) and held.waited(now) >= settings.hold_timeout_seconds
 
 
-def _too_big(held: HeldGang, fit: _Fit) -> Wait:
-    zone, free = fit.roomiest
-    why = (
-        f"needs {_needs(held.gang, fit.primary)} in one zone, more than any zone holds even "
-        "empty; held until an admin acts (podium release, or too-big: spread)"
+def _never_fits(
+    held: HeldGang, view: ClusterView, primary: str, pod: Obj | None = None
+) -> neverfits.NeverFits | None:
+    """Whether no zone could hold the gang even with every node free (``neverfits``), on the
+    nodes its pods may use (the constraint of ``pod``, else ``_constraint``)."""
+    constraint = pod if pod is not None else _constraint(held)
+    return neverfits.never_fits_on(held.gang.demand, primary, view.candidate_zones(constraint))
+
+
+def _never_fits_early(
+    held: HeldGang, view: ClusterView, settings: Settings
+) -> neverfits.NeverFits | None:
+    """A gang not ready yet (``_ready``) that can never fit is said to be so at once, not once
+    its last pod exists: when its demand is read from the job and a pod asking for its largest
+    share of the primary resource is here (its constraint says where such pods may go; a
+    CPU-only launcher's would not)."""
+    gang = held.gang
+    if gang.demand_source != "job":
+        return None
+    primary = zones.primary_of(gang.total, settings)
+    size = max((g.requests.get(primary, 0) for g in gang.demand if g.count), default=0)
+    widest = next((p for p in held.held if size and p.requests.get(primary, 0) >= size), None)
+    if widest is None:
+        return None
+    return _never_fits(held, view, primary, widest.constraint or {})
+
+
+def _too_big(
+    held: HeldGang,
+    never: neverfits.NeverFits | None,
+    view: ClusterView,
+    fit: _Fit | None = None,
+) -> Wait:
+    """A gang no zone could hold even empty: why, and the ways out."""
+    gang = held.gang
+    primary = never.primary if never is not None else fit.primary if fit is not None else ""
+    owner = gang.owner
+    command = f"podium release {owner.kind.lower()}/{owner.name} -n {held.namespace}"
+    why = f"needs {_needs(gang, primary)} in one zone, more than any zone holds even empty"
+    if never is not None:
+        why += f" ({never.describe()}); held until an admin acts: {never.ways_out(command)}"
+    else:
+        why += f"; held until an admin acts ({command}, or too-big: spread)"
+    if fit is not None:
+        zone, free = fit.roomiest
+    else:
+        zone = never.best if never is not None else None
+        nodes = view.candidate_zones(_constraint(held)).get(zone) if zone else None
+        free = max(0, nodes.free().get(primary, 0)) if nodes is not None else 0
+    return Wait(
+        held=held, why=why, position=0, too_big=True, best_zone=zone, best_free=free, never=never
     )
-    return Wait(held=held, why=why, position=0, too_big=True, best_zone=zone, best_free=free)
 
 
 def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None) -> Wait:
@@ -646,6 +705,8 @@ def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None)
         if zone
         else "no zone admits its pods"
     )
+    if zone and len(split := fit.zones[zone].per_node) > 1:
+        roomiest += f" ({neverfits.per_node(split, fit.primary)})"
     needs = _needs(held.gang, fit.primary)
     why = f"needs {needs} in one zone; {roomiest}; {_ordinal(position)} in line"
     if position == 1 and head_zone:

@@ -361,6 +361,9 @@ def matches(entry: Mapping[str, Any], **filters: Any) -> bool:
 SPLIT, CHECK, NO_ROOM, OK = "split", "check", "no-room", "ok"
 #: Every entry so far is ``held``: the gang waits behind podium's gate for a zone with room.
 HELD = "held"
+#: Held, and the releaser's latest word is that no zone could hold it even empty: it waits for
+#: an admin, not for room (``release.Wait.too_big``, the audit reason ``too-big``).
+TOO_BIG = "too-big"
 #: The reason of a decision that pinned a gang to a zone without room for all of it.
 NO_FIT_PINNED = "no-fit-most-free"
 
@@ -382,6 +385,8 @@ class GangSummary:
     warnings: int = 0
     #: Admissions whose decision pinned the gang where it did not fit (``NO_FIT_PINNED``).
     pinned_without_room: int = 0
+    #: The releaser's latest held entry said no zone could ever hold it (reason ``too-big``).
+    too_big: bool = False
     zones: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     first: datetime | None = None
@@ -397,14 +402,15 @@ class GangSummary:
         pinned (unpinned, failed open); ``no-room``: podium pinned it to a zone that had no room
         for all of it (``no-fit-most-free``), so some pods may wait there unschedulable — the
         records cannot say whether they still do, ``podium doctor`` can; ``held``: its pods wait
-        behind podium's gate, none released yet (``zone-chooser: hold``); ``ok``."""
+        behind podium's gate, none released yet (``zone-chooser: hold``) — ``too-big`` when the
+        releaser last said no zone could ever hold it; ``ok``."""
         if len(self.zones) > 1:
             return SPLIT
         outcomes = set(self.outcomes) - {Outcome.PINNED}
         if Outcome.RELEASED in outcomes:
             outcomes -= {Outcome.HELD, Outcome.RELEASED}
         if outcomes == {Outcome.HELD}:
-            return HELD
+            return TOO_BIG if self.too_big else HELD
         if outcomes:
             return CHECK
         if self.pinned_without_room:
@@ -432,6 +438,8 @@ class GangSummary:
             self.zones[str(entry["zone"])] += 1
         if entry.get("reason") == NO_FIT_PINNED:
             self.pinned_without_room += 1
+        if entry.get("outcome") == Outcome.HELD and entry.get("action") == "wait":
+            self.too_big = entry.get("reason") == TOO_BIG
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -651,6 +659,7 @@ VERDICT_WORD = {
     CHECK: "check",
     NO_ROOM: "no-room",
     HELD: "held",
+    TOO_BIG: "too-big",
     OK: "ok",
 }
 VERDICT_TEXT = {
@@ -658,6 +667,7 @@ VERDICT_TEXT = {
     CHECK: "check: not every pod pinned",
     NO_ROOM: "check: pinned without room (podium doctor: are its pods Pending?)",
     HELD: "held: waiting for one zone with room (podium doctor says why)",
+    TOO_BIG: "held: no zone can ever hold it, an admin must act (podium doctor: the ways out)",
     OK: "ok",
 }
 

@@ -738,6 +738,7 @@ def _diagnose_live(
     from webhook.ops import doctor as checks  # noqa: PLC0415
 
     api_client, objects_api = _connect(kubeconfig, context)
+    notes: list[str] = []
     with Progress(console=Console(stderr=True), transient=True, disable=quiet) as progress:
         reading = progress.add_task("listing the cluster", total=len(checks.kinds_to_read()))
         with _reading(api_client):
@@ -749,6 +750,7 @@ def _diagnose_live(
                     on_kind=lambda kind: progress.update(
                         reading, advance=1, description=f"listing {kind}"
                     ),
+                    notes=notes,
                 )
             )
         if namespace is not None:
@@ -758,6 +760,8 @@ def _diagnose_live(
                 raise output.fail(str(err)) from err
             if note:
                 output.note(note)
+        for narrowed in notes:
+            output.note(narrowed)
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         checking = progress.add_task("checking pods", total=pods, visible=pods >= 1000)
         return checks.diagnose(

@@ -3,7 +3,8 @@
 ``diagnose`` is pure — the cluster's objects in, a verdict per job and the findings out — so every
 check is a table test. The checks, per job (pods grouped into jobs by the framework adapters):
 
-    split-zones     the job's bound pods run in more than one zone
+    split-zones     the job's bound pods run in more than one zone (not when it was released
+                    across zones on purpose: too-big: spread, podium release --unpinned)
     no-policy       podium admitted the job's pods but its allow policy does not exist
     deny-rule       a Cilium deny rule (CNP or CCNP ingressDeny/egressDeny) denies traffic
                     between two of the job's pods, on some port; deny wins over any allow
@@ -20,7 +21,8 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
     long-hold       (zone-chooser: hold) the job's pods have waited behind podium's gate for
                     more than half of hold-timeout-seconds; the finding quotes the releaser's
                     why (what it needs, the roomiest zone, its place in line)
-    too-big         (zone-chooser: hold) the job needs more than any zone holds even empty
+    too-big         (zone-chooser: hold) the job needs more than any zone holds even with
+                    every node free: it never fits one zone, the finding names the ways out
     no-leader       (zone-chooser: hold) the job's pods are held and no podium replica leads
                     (the lease ``podium-reconciler`` is missing, released or not renewed within
                     its duration): nothing else removes podium's gate, they wait for podium
@@ -28,6 +30,11 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
                     (PodScheduled=False, reason Unschedulable): the zone has no room for it, the
                     job waits half-started — the failure podium exists to prevent; the finding
                     quotes the scheduler's message
+
+Held gangs are judged as the releaser judges them, against the whole cluster's room and line:
+with ``-n`` the pods, jobs and records of every namespace are still read (``collect``), only the
+verdicts are the namespace's. A held job's verdict keeps the releaser's why beside any finding
+(``held``); one the releaser would release now (podium down, or between its passes) says so.
 
 The deny-rule and default-deny checks judge every pair of the job's pods as Cilium's policy
 engine does (``policyjudge``; ``tests/cilium/test_doctor_agrees.py`` holds them to Cilium's own
@@ -52,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rich.table import Table
 
-from webhook.core import adapters, labels, policies, policyjudge, reconcile, release
+from webhook.core import adapters, labels, policies, policyjudge, reconcile, release, spread
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import (
@@ -65,7 +72,7 @@ from webhook.core.objects import (
     parse_time,
 )
 from webhook.core.settings import Mode, OldCilium, PolicyMode, PolicyScope, Settings
-from webhook.core.view import TERMINAL_PHASES, ClusterView, View, has_gate
+from webhook.core.view import TERMINAL_PHASES, ClusterView, PodSummary, View, has_gate
 from webhook.kube import cache, errors, leader
 
 if TYPE_CHECKING:
@@ -118,8 +125,9 @@ FIXES: Mapping[Check, str] = {
     "no-leader": "start podium (or see why no replica renews the lease: its logs, `kubectl -n "
     "<podium's namespace> get lease podium-reconciler`); held pods wait until a replica leads, "
     "then its releaser releases them once a zone has room",
-    "too-big": "no zone can hold the whole job even empty: shrink it, or let it run across zones "
-    "(too-big: spread, with one job-wide policy), or delete it",
+    "too-big": "no zone can hold the whole job even with every node free: run it across zones "
+    "(podium release KIND/NAME -n NS --unpinned for this job, or too-big: spread for every such "
+    "job, with one job-wide policy), shrink it (the finding says to how many pods), or delete it",
     "unschedulable": "free capacity in the job's zone, or wait for it to free up; podium keeps "
     "every pod of the job in that zone, so to place it anew delete the job and submit it again",
 }
@@ -160,6 +168,8 @@ class JobVerdict:
     findings: tuple[Finding, ...]
     #: Why the job's pods wait behind podium's gate (``zone-chooser: hold``); None if they don't.
     held: str | None = None
+    #: Something to know that is no problem (a job spread across zones on purpose).
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -175,7 +185,7 @@ class JobVerdict:
             "verdict": ("held" if self.held else "ok") if self.ok else "broken",
             "held": self.held,
             "findings": [f.as_dict() for f in self.findings],
-        }
+        } | ({"note": self.note} if self.note else {})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -276,9 +286,7 @@ def diagnose(
     managed_policies = _managed(everything, settings)
     jobs = _jobs(everything, view, namespace=namespace, progress=progress)
     copied = _copied_labels(view, settings, namespace)
-    waits = {
-        w.held.key: w for w in release.plan(view, settings, now=now or datetime.now(UTC)).waits
-    }
+    holds = _holds(release.plan(view, settings, now=now))
     verdicts = [
         _judge(
             job,
@@ -289,7 +297,7 @@ def diagnose(
             managed_policies,
             copied.pop(key, []),
             withheld=policies.withheld(settings, crd) is not None,
-            wait=waits.get(job.gang.key),
+            hold=holds.get(job.gang.key),
             now=now,
             no_leader=no_leader,
         )
@@ -422,7 +430,7 @@ def _judge(
     copied: Sequence[tuple[Obj, str]] = (),
     *,
     withheld: bool = False,
-    wait: release.Wait | None = None,
+    hold: _Held | None = None,
     now: datetime | None = None,
     no_leader: str | None = None,
 ) -> JobVerdict:
@@ -436,9 +444,10 @@ def _judge(
         findings.append(Finding(check, ns, job.name, detail, names, remedy))
 
     by_zone = _pods_by_zone(job, view)
-    if len(by_zone) > 1:
-        spread = ", ".join(f"{z}: {len(p)}" for z, p in sorted(by_zone.items()))
-        find("split-zones", f"pods run in {len(by_zone)} zones ({spread})", job.pods)
+    on_purpose = spread.deliberate(job.pods)
+    if len(by_zone) > 1 and on_purpose is None:
+        where = ", ".join(f"{z}: {len(p)}" for z, p in sorted(by_zone.items()))
+        find("split-zones", f"pods run in {len(by_zone)} zones ({where})", job.pods)
     # Held pods have no zone and no policy yet: the releaser writes both when it releases them.
     opted_in = settings.enforces(ns, labels_of(view.namespace(ns))) and not _all_held(job)
     if opted_in and gang.job_annotations.get(labels.SKIP) != "true":
@@ -458,10 +467,11 @@ def _judge(
     if hosts:
         find("host-network", f"{len(hosts)} pod(s) use hostNetwork", hosts)
     _check_cuts(job, view.namespace(ns), network, keep, find)
-    if wait is not None:
-        _check_hold(wait, settings, now, find)
+    if hold is not None:
+        if hold.wait is not None:
+            _check_hold(hold.wait, settings, now, find)
         if no_leader:
-            gated = wait.held.held
+            gated = hold.pods
             find(
                 "no-leader",
                 f"{len(gated)} pod(s) held behind podium's gate wait for podium's releaser, and no "
@@ -469,8 +479,33 @@ def _judge(
                 [p.as_object() for p in gated],
             )
     zones = tuple(sorted(by_zone))
-    held = wait.why if wait is not None else None
-    return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings), held)
+    held = hold.why if hold is not None else None
+    note = on_purpose if len(by_zone) > 1 else None
+    return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings), held, note)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Held:
+    """A gang with pods behind podium's gate, as the releaser's plan sees it now."""
+
+    why: str
+    pods: tuple[PodSummary, ...]
+    #: Why it waits; None when the releaser would release it now.
+    wait: release.Wait | None
+
+
+def _holds(planned: release.Plan) -> dict[str, _Held]:
+    """Per gang key, the held gangs of the releaser's plan: those that wait, with its why, and
+    those it would release now — still held, since podium is down or has not passed since."""
+    out = {w.held.key: _Held(w.why, w.held.held, w) for w in planned.waits}
+    for r in planned.releases:
+        where = f"into {r.zone}" if r.zone else "into no zone"
+        why = (
+            f"podium's releaser releases it {where} at its next pass ({r.reason}: {r.detail}); "
+            "it runs every release-interval-seconds while a podium replica leads"
+        )
+        out[r.held.key] = _Held(why, r.held.held, None)
+    return out
 
 
 def _all_held(job: _Job) -> bool:
@@ -544,13 +579,16 @@ def _pods_by_zone(job: _Job, view: View) -> dict[str, list[Obj]]:
 
 
 def _check_pinned(job: _Job, find: Find, view: View | None = None) -> None:
-    """In an opted-in namespace, every pod not skipped carries the zone podium pinned it to.
-    Pods that run without it (``_running_unpinned``) are said as what they are, apart from those
-    that wait unpinned."""
+    """In an opted-in namespace, every pod not skipped carries the zone podium pinned it to —
+    but those behind podium's gate: podium admitted them and holds them, its releaser pins them
+    (their gang's why is the verdict's ``held``). Pods that run without it
+    (``_running_unpinned``) are said as what they are, apart from those that wait unpinned."""
     unpinned = [
         p
         for p in job.pods
-        if labels.ZONE not in annotations_of(p) and annotations_of(p).get(labels.SKIP) != "true"
+        if labels.ZONE not in annotations_of(p)
+        and annotations_of(p).get(labels.SKIP) != "true"
+        and not has_gate(p.get("spec") or {})
     ]
     running = _running_unpinned(unpinned, view) if view is not None else {}
     waiting = [p for p in unpinned if name_of(p) not in running]
@@ -719,31 +757,28 @@ def table(diagnosis: Diagnosis) -> Table:
         out.add_row("-", f.job, "-", "-", "[red]broken[/]", f"{f.check}: {f.detail}", f.fix)
     for job in diagnosis.jobs:
         zones = ", ".join(job.zones) or "-"
-        if job.ok and job.held:
-            out.add_row(
-                job.namespace,
-                job.job,
-                str(job.pods),
-                zones,
-                "[yellow]held[/]",
-                job.held,
-                "waits for room in one zone (podium's releaser, while podium runs)",
-            )
-        elif job.ok:
-            out.add_row(job.namespace, job.job, str(job.pods), zones, "[green]ok[/]", "", "")
-            continue
-        for i, f in enumerate(job.findings):
+        rows = [(f"{f.check}: {f.detail}", f.fix) for f in job.findings]
+        if job.held and not any(job.held in f.detail for f in job.findings):
+            rows.append((f"held: {job.held}", HELD_FIX))
+        if job.note:
+            rows.append((job.note, ""))
+        verdict = "[red]broken[/]" if not job.ok else "[yellow]held[/]" if job.held else ""
+        for i, (finding, fix) in enumerate(rows or [("", "")]):
             first = i == 0
             out.add_row(
                 job.namespace if first else "",
                 job.job if first else "",
                 str(job.pods) if first else "",
                 zones if first else "",
-                "[red]broken[/]" if first else "",
-                f"{f.check}: {f.detail}",
-                f.fix,
+                (verdict or "[green]ok[/]") if first else "",
+                finding,
+                fix,
             )
     return out
+
+
+#: The fix column beside a held job's why.
+HELD_FIX = "podium's releaser releases it once one zone has room for all of it, while podium runs"
 
 
 def short_table(diagnosis: Diagnosis) -> Table:
@@ -756,12 +791,13 @@ def short_table(diagnosis: Diagnosis) -> Table:
         out.add_row("-", f.job, "-", "-", "[red]broken[/]", f.check)
     for job in diagnosis.jobs:
         zones = ",".join(job.zones) or "-"
+        checks = [*dict.fromkeys(f.check for f in job.findings)]
+        checks += ["held"] if job.held and not job.ok else []
         if job.ok:
             verdict = "[yellow]held[/]" if job.held else "[green]ok[/]"
-            out.add_row(job.namespace, job.job, str(job.pods), zones, verdict, "-")
-            continue
-        checks = ",".join(dict.fromkeys(f.check for f in job.findings))
-        out.add_row(job.namespace, job.job, str(job.pods), zones, "[red]broken[/]", checks)
+        else:
+            verdict = "[red]broken[/]"
+        out.add_row(job.namespace, job.job, str(job.pods), zones, verdict, ",".join(checks) or "-")
     return out
 
 
@@ -772,13 +808,15 @@ def finding_lines(diagnosis: Diagnosis) -> list[str]:
         lines += [f"{f.job}: {f.check}: {f.detail}", f"  fix: {f.fix}"]
     for job in diagnosis.jobs:
         where = f"{job.namespace}/{job.job}"
-        if job.ok and job.held:
-            lines += [f"{where}: held: {job.held}"]
         lines += [
             line
             for f in job.findings
             for line in (f"{where}: {f.check}: {f.detail}", f"  fix: {f.fix}")
         ]
+        if job.held and not any(job.held in f.detail for f in job.findings):
+            lines += [f"{where}: held: {job.held}", f"  fix: {HELD_FIX}"]
+        if job.note:
+            lines += [f"{where}: note: {job.note}"]
     return lines
 
 
@@ -806,27 +844,57 @@ SINGLE_OBJECTS = (
 )
 
 
+#: What the releaser reads beyond a namespace: the pods (the room they take, the gangs in line),
+#: the job kinds (which held pods are gangs) and podium's decision records (``RECORDS``). With
+#: ``-n`` these are still listed in every namespace, so that held gangs are judged as the
+#: releaser judges them; the network policies, which only the namespace's jobs need, are not.
+ROOM_KINDS = frozenset({"Pod", *(k.kind for k in adapters.KINDS if k.namespaced)})
+#: podium's decision records (ConfigMaps it manages): which gangs were decided, and where.
+RECORDS = (policies.RECORD_API_VERSION, policies.RECORD_KIND, cache.MANAGED)
+
+
 async def collect(
     api: protocols.Objects,
     *,
     namespace: str | None = None,
     on_kind: Callable[[str], None] | None = None,
     own_namespace: str = "podium-system",
+    notes: list[str] | None = None,
 ) -> list[Obj]:
-    """Every object ``diagnose`` needs, listed from the apiserver (in ``namespace`` for the
-    namespaced kinds when given), and podium's leader Lease (in ``own_namespace``) if it exists.
-    Kinds whose CRD is not installed are skipped."""
+    """Every object ``diagnose`` needs, listed from the apiserver, and podium's leader Lease (in
+    ``own_namespace``) if it exists. With ``namespace``, the namespaced kinds in that namespace
+    only — but the releaser's (``ROOM_KINDS``, ``RECORDS``), which are read in every namespace
+    when the user may (else in ``namespace``, and ``notes`` says that held gangs are then judged
+    against less than the releaser sees). Kinds whose CRD is not installed are skipped."""
     out: list[Obj] = []
+    narrowed: list[str] = []
+
+    async def room(api_version: str, kind: str, selector: str | None = None) -> list[Obj]:
+        if namespace is None:
+            return await api.list(api_version, kind, label_selector=selector)
+        try:
+            return await api.list(api_version, kind, label_selector=selector)
+        except errors.ApiError as err:
+            if err.status != 403:
+                raise
+            narrowed.append(kind)
+            return await api.list(api_version, kind, namespace=namespace, label_selector=selector)
+
     with contextlib.suppress(errors.ApiError):  # none yet, or not readable: no replica leads
         out.append(await api.get(leader.API_VERSION, leader.KIND, own_namespace, leader.LEASE_NAME))
     for api_version, kind in kinds_to_read():
         if on_kind is not None:
             on_kind(kind)
-        scope = None if kind in CLUSTERWIDE else namespace
         try:
-            out.extend(await api.list(api_version, kind, namespace=scope))
+            if kind in ROOM_KINDS:
+                out.extend(await room(api_version, kind))
+            else:
+                scope = None if kind in CLUSTERWIDE else namespace
+                out.extend(await api.list(api_version, kind, namespace=scope))
         except errors.NotFound:
             continue
+    with contextlib.suppress(errors.ApiError):  # not readable: judged as if none were decided
+        out.extend(await room(*RECORDS[:2], RECORDS[2]))
     for api_version, kind, ns, name in SINGLE_OBJECTS:
         if on_kind is not None:
             on_kind(kind)
@@ -835,4 +903,10 @@ async def collect(
         except errors.ApiError:
             continue
         out.append(policies.slim_crd(found) if kind == policies.CRD_KIND else found)
+    if narrowed and notes is not None:
+        notes.append(
+            f"you may not list {', '.join(sorted(set(narrowed)))} in every namespace: held gangs "
+            f"are judged against what namespace {namespace} holds, and podium's releaser, which "
+            "sees the whole cluster, may judge them otherwise"
+        )
     return out

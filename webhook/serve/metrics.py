@@ -131,6 +131,12 @@ class Metrics:
             "Gangs whose pods wait behind podium's scheduling gate (at the last releaser pass).",
             registry=r,
         )
+        self.gangs_too_big = Gauge(
+            "podium_gangs_too_big",
+            "Held gangs no zone could hold even with every node free (too-big: hold), at the "
+            "last releaser pass: they wait until an admin acts.",
+            registry=r,
+        )
         self.hold_seconds = Histogram(
             "podium_hold_seconds",
             "Seconds a gang was held, observed when it is released.",

@@ -17,8 +17,9 @@ held pod or a node comes: ``release.may_release``) — and, for each gang to rel
 
 Each release is audited (``outcome: released``: zone, reason, pods, seconds held) and reported on
 the job (``GangReleased``, with ``ZonePinned``/``PolicyCreated`` for the objects written); each
-waiting gang is audited and reported (``GangHeld``) when its why changes. Metrics:
-``podium_gangs_held``, ``podium_hold_seconds``, ``podium_releases_total{reason}``,
+waiting gang is audited and reported (``GangHeld``; a Warning for one no zone could ever hold)
+when its why changes. Metrics: ``podium_gangs_held``, ``podium_gangs_too_big``,
+``podium_hold_seconds``, ``podium_releases_total{reason}``,
 ``podium_write_failures_total{source="releaser"}``.
 
 What the releaser remembers between passes (what it ungated and awaits the watch to show, what it
@@ -118,6 +119,7 @@ class Releaser(loops.LeaderPass):
         await self._annotate(planned.waits)
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
+            self.meter.gangs_too_big.set(sum(1 for w in planned.waits if w.too_big))
         return entries
 
     def _caught_up(self, view: ClusterView) -> bool:
