@@ -38,10 +38,11 @@ def said(at: datetime, reason: str) -> dict[str, object]:
     return dict(entry)
 
 
-def verdict(*entries: dict[str, object]) -> tuple[str, str]:
+def verdict(*entries: dict[str, object], wide: bool = True) -> tuple[str, str]:
+    """The gang's verdict, and its cell in the table (``-o wide``: the sentence)."""
     summary = auditview.summarize(entries)
     (gang,) = summary.gangs
-    table = auditview.summary(summary, plain=True)
+    table = auditview.summary(summary, plain=True, wide=wide)
     (cell,) = table.columns[-1].cells
     return gang.verdict, str(cell)
 
@@ -50,12 +51,14 @@ def test_a_gang_no_zone_can_hold_waits_for_an_admin_not_for_room() -> None:
     found = verdict(admitted(T0), said(T0 + timedelta(seconds=2), "too-big"))
     assert found[0] == auditview.TOO_BIG
     assert "no zone can ever hold it" in found[1] and "one zone with room" not in found[1]
+    assert verdict(admitted(T0), said(T0, "too-big"), wide=False)[1] == "too-big"
 
 
 def test_a_gang_waiting_for_room_still_says_so() -> None:
     found = verdict(admitted(T0), said(T0 + timedelta(seconds=2), "held"))
     waiting = "held: waiting for one zone with room (podium doctor says why)"
     assert found == (auditview.HELD, waiting)
+    assert verdict(admitted(T0), said(T0, "held"), wide=False)[1] == "held"
 
 
 def test_the_latest_word_counts() -> None:

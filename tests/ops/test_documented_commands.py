@@ -199,7 +199,7 @@ def test_the_docs_do_document_commands() -> None:
     ("line", "refused"),
     [
         ("podium release pytorchjob/llama --zone zone-a", "No such option: --zone"),
-        ("podium doctor -o yaml", "'yaml' is not one of"),
+        ("podium doctor -o csv", "'csv' is not one of"),
         ("podium audit --outcome held-ish", "'held-ish' is not one of"),
         ("podium rewind", "No such command 'rewind'"),
         ("podium certs rotate --dri certs/", "No such option: --dri"),

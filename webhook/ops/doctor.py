@@ -791,7 +791,7 @@ def short_table(diagnosis: Diagnosis) -> Table:
         out.add_row("-", f.job, "-", "-", "[red]broken[/]", f.check)
     for job in diagnosis.jobs:
         zones = ",".join(job.zones) or "-"
-        checks = [*dict.fromkeys(f.check for f in job.findings)]
+        checks: list[str] = [*dict.fromkeys(f.check for f in job.findings)]
         checks += ["held"] if job.held and not job.ok else []
         if job.ok:
             verdict = "[yellow]held[/]" if job.held else "[green]ok[/]"
