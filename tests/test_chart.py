@@ -383,7 +383,13 @@ def test_another_namespace_moves_everything(helm: str) -> None:
         "--set",
         "cilium.enabled=true",
     )
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for (kind, namespace, _name), obj in objects.items():
         if kind in cluster_scoped | {"MutatingWebhookConfiguration"}:
             continue

@@ -293,6 +293,8 @@ def test_everything_namespaced_lives_in_podium_system() -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in base_objects():
         if obj["kind"] in cluster_scoped:

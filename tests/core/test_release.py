@@ -579,6 +579,9 @@ def test_the_why_counts_the_pods_that_ask_for_the_primary_resource_in_units_peop
     assert release._needs(mixed, "cpu") == "128500m cpu over 3 pods"
 
 
+READY = {"type": "Ready", "status": "True"}
+
+
 @pytest.mark.parametrize(
     ("event", "obj", "may"),
     [
@@ -590,7 +593,19 @@ def test_the_why_counts_the_pods_that_ask_for_the_primary_resource_in_units_peop
         ("ADDED", {"kind": "Pod", "spec": {"schedulingGates": [{"name": "other"}]}}, False),
         ("ADDED", {"kind": "Pod", "spec": {}}, False),
         ("ADDED", {"kind": "Node"}, True),
-        ("MODIFIED", {"kind": "Node"}, False),
+        ("MODIFIED", {"kind": "Node"}, False),  # not Ready
+        ("MODIFIED", {"kind": "Node", "status": {"conditions": [READY]}}, True),
+        (
+            "MODIFIED",
+            {"kind": "Node", "spec": {"unschedulable": True}, "status": {"conditions": [READY]}},
+            False,
+        ),
+        (
+            "MODIFIED",
+            {"kind": "Node", "status": {"conditions": [{**READY, "status": "False"}]}},
+            False,
+        ),
+        ("DELETED", {"kind": "Node", "status": {"conditions": [READY]}}, False),
         ("DELETED", {"kind": "ConfigMap"}, False),
     ],
 )

@@ -258,7 +258,7 @@ def _plan_gang(
     found = found or _gang_of(members, namespace, gang, view)
     if found is None:
         return actions  # no adapter recognises the pods any more: nothing to rebuild from
-    record_zone, chooser, rebuilt = _decision_of(found, namespace, objects, members, now)
+    record_zone, chooser, rebuilt = _decision_of(view, found, namespace, objects, members, now)
     if rebuilt is not None:
         actions.append(act("create", "missing-record", "the decision record was gone", rebuilt))
     actions += _adoptions(view, settings, namespace, found, record_zone, chooser, act)
@@ -350,6 +350,7 @@ def _adopted(
 
 
 def _decision_of(
+    view: View,
     found: Gang,
     namespace: str,
     objects: Sequence[Obj],
@@ -357,13 +358,27 @@ def _decision_of(
     now: datetime,
 ) -> tuple[str | None, str, Manifest | None]:
     """The gang's zone and zone chooser, from its decision record; without one, from what its
-    pods were admitted with, and the record to re-create from that."""
+    pods were admitted with, and the record to re-create from that.
+
+    Pods admitted held (reason ``held``, no zone) whose gate went without podium (removed by
+    hand where the gate guard, ``charts/podium/templates/gate-guard.yaml``, is not installed)
+    had no zone decided: their record names the zone they were bound in, once they are, never
+    an empty one that would read as "released unpinned"; until one is bound, no record."""
     record = next((o for o in objects if o.get("kind") == policies.RECORD_KIND), None)
     recorded = records.parse_record(record) if record is not None else None
     if recorded is not None:
         return recorded.zone, recorded.chooser, None
     record_zone = _majority(str(annotations_of(p).get(labels.ZONE) or "") for p in members)
     first_reason = _majority(str(annotations_of(p).get(labels.REASON) or "") for p in members)
+    detail = "re-created by the reconciler from the zone its pods were pinned to"
+    if record_zone is None and first_reason == labels.HELD:
+        record_zone = _majority(_bound_zone(view, p) or "" for p in members)
+        if record_zone is None:
+            return None, records.PODIUM, None
+        detail = (
+            f"re-created by the reconciler: podium's gate was removed by someone else and its "
+            f"pods were bound in {record_zone}; no zone was decided"
+        )
     # Pods admitted for kube-scheduler to place (engine._group) say so in their reason: the
     # record they had said zoneChooser scheduler and no zone, and so must the new one.
     scheduled = first_reason == podgroups.REASON
@@ -373,11 +388,19 @@ def _decision_of(
         namespace=namespace,
         zone=None if scheduled else record_zone,
         reason=first_reason or "reconciled",
-        detail="re-created by the reconciler from the zone its pods were pinned to",
+        detail=detail,
         decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
         chooser=chooser,
     )
     return record_zone, chooser, manifest
+
+
+def _bound_zone(view: View, pod: Obj) -> str | None:
+    """The zone of the node a live pod is bound to."""
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
+    return node.zone if node is not None else None
 
 
 def _zone_of(pod: Obj) -> str | None:

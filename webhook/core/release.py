@@ -73,7 +73,14 @@ from webhook.core.objects import Obj, parse_time, uid_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
 from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig
-from webhook.core.view import TERMINAL_PHASES, ClusterView, PodSummary, ZoneNodes, has_gate
+from webhook.core.view import (
+    TERMINAL_PHASES,
+    ClusterView,
+    NodeInfo,
+    PodSummary,
+    ZoneNodes,
+    has_gate,
+)
 
 #: Reasons a gang is released (``podium_releases_total{reason}``), beside ``placement``'s own.
 COMPLETED = "completed"
@@ -259,11 +266,16 @@ def plan(
 def may_release(event: str, obj: Obj) -> bool:
     """Whether a watch event can let a held gang go before the next periodic pass: a pod that
     ends or goes (its room frees), a new pod behind podium's gate (its gang may now be whole), a
-    new node. The releaser then passes at once instead of up to ``release-interval-seconds``
-    later, as kube-scheduler and Kueue react to the same events."""
+    new node, or a change to a node that is usable now (Ready and schedulable: a node registered
+    before it was ready turns Ready, or loses its not-ready taint — the event has no old object,
+    so every change of a usable node counts). The releaser then passes at once instead of up to
+    ``release-interval-seconds`` later, as kube-scheduler and Kueue react to the same events
+    (``bench.latency.room`` measured a node turning Ready at ~2 s without it)."""
     kind = obj.get("kind")
     if kind == "Node":
-        return event == "ADDED"
+        return event == "ADDED" or (
+            event == "MODIFIED" and NodeInfo.from_object(obj, labels.ZONE_LABEL).usable
+        )
     if kind != "Pod":
         return False
     if event == "DELETED":

@@ -2,7 +2,7 @@
 
 Every ``release-interval-seconds`` the leader plans from the view (``webhook.core.release``, pure)
 — and in between, soon after a watch event that may let a held gang go (a pod ends or goes, a
-held pod or a node comes: ``release.may_release``) — and, for each gang to release:
+held pod or a node comes or turns Ready: ``release.may_release``) — and, for each gang to release:
 
 1. creates the gang's decision record (or replaces it, on a re-decision) and then its policy —
    **before** any pod is ungated, so a released pod is never without its allow policy, and a
@@ -26,8 +26,9 @@ What the releaser remembers between passes (what it ungated and awaits the watch
 said, the held pod counts) is one value, ``core.expectations.Expectations``, read and returned by
 each step of a pass.
 
-When podium is down, held pods simply wait: nothing else removes podium's gate. The next leader's
-first pass finds them in the view and releases them once a zone has room.
+When podium is down, held pods simply wait: only podium's ServiceAccount may remove podium's gate
+(the ValidatingAdmissionPolicy ``podium-gate`` the install ships). The next leader's first pass
+finds them in the view and releases them once a zone has room.
 """
 
 from __future__ import annotations
