@@ -170,6 +170,8 @@ needs_kubectl = pytest.mark.skipif(
     [
         ((), MANIFESTS / "base"),
         (("--set", "certManager.enabled=true"), MANIFESTS / "overlays" / "cert-manager"),
+        (("--set", "certificates.mode=cert-manager"), MANIFESTS / "overlays" / "cert-manager"),
+        (("--set", "certificates.mode=manual"), MANIFESTS / "overlays" / "manual-certs"),
         (("--set", "cilium.enabled=true"), MANIFESTS / "overlays" / "cilium"),
         (MONITORING, MANIFESTS / "overlays" / "monitoring"),
         (
@@ -177,7 +179,15 @@ needs_kubectl = pytest.mark.skipif(
             MANIFESTS / "overlays" / "namespaced-rbac",
         ),
     ],
-    ids=["base", "cert-manager", "cilium", "monitoring", "namespaced-rbac"],
+    ids=[
+        "base",
+        "cert-manager",
+        "cert-manager-mode",
+        "manual-certs",
+        "cilium",
+        "monitoring",
+        "namespaced-rbac",
+    ],
 )
 def test_the_chart_renders_what_kustomize_renders(
     helm: str, flags: tuple[str, ...], kustomization: Path
