@@ -438,6 +438,7 @@ def test_an_old_kubernetes_is_refused(helm: str) -> None:
         ("rbac.scope=everywhere", "rbac/scope"),
         ("rbac.scope=namespaced", "rbac/namespaces"),  # and no namespace to write in
         ("rbac.namespaces={Not_A_Name}", "rbac/namespaces/0"),
+        ("certificates.mode=vault", "certificates/mode"),
     ],
 )
 def test_bad_values_are_refused_at_render_time(helm: str, flag: str, complaint: str) -> None:

@@ -76,6 +76,13 @@ class SelfCertPodium(Podium):
 
     def ready(self) -> bool:
         """``/readyz``, whoever signed the certificate (checked on its own: `served`)."""
+        return self._answers("/readyz")
+
+    def alive(self) -> bool:
+        """``/healthz``: the process serves (with whatever certificate)."""
+        return self._answers("/healthz")
+
+    def _answers(self, path: str) -> bool:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -84,7 +91,8 @@ class SelfCertPodium(Podium):
                 socket.create_connection(("127.0.0.1", self.port), timeout=2) as raw,
                 context.wrap_socket(raw) as tls,
             ):
-                tls.sendall(b"GET /readyz HTTP/1.1\r\nHost: podium\r\nConnection: close\r\n\r\n")
+                request = f"GET {path} HTTP/1.1\r\nHost: podium\r\nConnection: close\r\n\r\n"
+                tls.sendall(request.encode())
                 return tls.recv(64).startswith(b"HTTP/1.1 200")
         except OSError:
             return False
@@ -255,7 +263,7 @@ def first(
     local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory, opted_in: str
 ) -> Iterator[tuple[SelfCertPodium, float]]:
     """podium installed with nothing pre-issued, and how long after its start the first
-    admission succeeded."""
+    admission succeeded (printed beside how long the process took to serve at all)."""
     reset(local_cluster)
     server = SelfCertPodium(local_cluster, tmp_path_factory.mktemp("self-certs"), overlap=3.0)
     assert not secret(local_cluster).get("data"), "the chart's Secret starts empty"
@@ -264,10 +272,13 @@ def first(
     started = time.monotonic()
     server.launch()
     try:
+        local_cluster.wait_for("podium to serve", server.alive, timeout=90)
+        alive = time.monotonic() - started
         local_cluster.wait_for(
             "the first admission", lambda: admit(local_cluster, opted_in) is None, timeout=90
         )
         took = time.monotonic() - started
+        print(f"\n`podium serve --certs self` serving (/healthz) {alive:.2f} s after its start")
         yield server, took
     finally:
         server.stop()

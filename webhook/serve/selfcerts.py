@@ -267,6 +267,8 @@ class CertKeeper:
                 await self.step()
             except errors.Conflict:
                 log.info("certificates: the Secret changed meanwhile; next round")
+            except errors.ApiError as err:  # forbidden, unreachable: one line, not a traceback
+                log.warning("certificates: %s; next round", err)
             except Exception:
                 log.exception("certificates round failed")
             # Until the Secret's pair is served, look again soon: leadership may come any moment
