@@ -135,6 +135,25 @@ def test_the_leaders_decision(case: Case) -> None:
         assert len(after.bundle) <= 2
 
 
+def test_a_fresh_start_keeps_the_newest_cas_the_webhook_trusted() -> None:
+    old = [certs.issue_ca(f"old-{n}", lifetime=90 * DAY, now=T0 + n * DAY).cert for n in range(3)]
+    expired = certs.issue_ca("expired", lifetime=DAY, now=T0 - 10 * DAY).cert
+    now = T0 + 5 * DAY
+    state = selfmanaged.carry_out(
+        None,
+        selfmanaged.Decision(issue=True),
+        now=now,
+        policy=POLICY,
+        trusted=[expired, old[2], old[0], old[1], old[2]],
+    )
+    assert state is not None
+    assert state.bundle == (state.ca.cert, old[1], old[2])
+    assert state.retired == (old[1], old[2])
+    # ...until the overlap has passed, then the next round drops them.
+    assert step(state, now + HOUR).bundle == state.bundle
+    assert step(state, now + DAY + HOUR).bundle == (state.ca.cert,)
+
+
 def test_a_rotation_runs_stage_promote_drop() -> None:
     start = fresh()
     mid = step(start, T0 + HOUR, rotate=True)

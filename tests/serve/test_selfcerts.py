@@ -205,12 +205,14 @@ async def test_without_the_webhook_configuration_the_secret_is_still_kept(
 async def test_a_secret_changed_meanwhile_is_not_written(
     api: twins.InMemoryObjects, tmp_path: Path
 ) -> None:
-    kept = keeper(api, tmp_path, Clock(), leader=True)
+    clock = Clock()
+    kept = keeper(api, tmp_path, clock, leader=True)
     real_get = api.get
+    interfere = True
 
     async def get_then_someone_writes(*args: str) -> Any:
         found = await real_get(*args)
-        if args[1] == "Secret":
+        if args[1] == "Secret" and interfere:
             api.put({**empty_secret(), "metadata": {**empty_secret()["metadata"], "labels": {}}})
         return found
 
@@ -218,19 +220,54 @@ async def test_a_secret_changed_meanwhile_is_not_written(
     with pytest.raises(errors.Conflict):
         await kept.lead()
     assert "data" not in stored_secret(api)
-    assert stored_bundle(api) == b""  # nothing injected for a Secret that was not written
+    # The new CA was trusted first (it signs nothing anyone serves); the next round starts over
+    # and keeps it in the bundle until the overlap has passed.
+    (first,) = x509.load_pem_x509_certificates(stored_bundle(api))
+    interfere = False
+    await kept.step()
+    state = selfmanaged.state_from_secret(stored_secret(api)["data"])
+    assert state.bundle == (state.ca.cert, first)
+    assert x509.load_pem_x509_certificates(stored_bundle(api)) == list(state.bundle)
+    clock.now += OVERLAP
+    await kept.step()
+    assert x509.load_pem_x509_certificates(stored_bundle(api)) == [state.ca.cert]
 
 
-async def test_a_damaged_secret_is_replaced_by_a_new_ca(
+async def test_a_damaged_secret_starts_over_and_the_old_ca_stays_trusted_for_a_while(
     api: twins.InMemoryObjects, tmp_path: Path
 ) -> None:
-    kept = keeper(api, tmp_path, Clock(), leader=True)
+    """Also a switch from `podium certs` or cert-manager: replicas still serving the old CA's
+    certificate stay verified until the overlap has passed."""
+    clock = Clock()
+    kept = keeper(api, tmp_path, clock, leader=True)
     await kept.step()
+    old = selfmanaged.state_from_secret(stored_secret(api)["data"])
     secret = stored_secret(api)
     secret["data"] = {**secret["data"], "tls.key": secret["data"]["signer.key"]}
     api.put(secret)
+    clock.now += datetime.timedelta(seconds=5)
     await kept.step()
     state = selfmanaged.state_from_secret(stored_secret(api)["data"])
+    assert state.ca.cert != old.ca.cert
+    assert state.bundle == (state.ca.cert, old.ca.cert)
+    assert x509.load_pem_x509_certificates(stored_bundle(api)) == list(state.bundle)
+    clock.now += OVERLAP
+    await kept.step()
     assert x509.load_pem_x509_certificates(stored_bundle(api)) == [state.ca.cert]
     ctx = ssl.create_default_context(cadata=stored_bundle(api).decode())
     assert ctx.cert_store_stats()["x509_ca"] == 1
+
+
+async def test_a_new_ca_is_trusted_before_the_secret_holds_anything_it_signed(
+    api: twins.InMemoryObjects, tmp_path: Path
+) -> None:
+    kept = keeper(api, tmp_path, Clock(), leader=True)
+
+    def refuse_secret_writes(op: str, key: tuple[str, str, str, str]) -> errors.ApiError | None:
+        return errors.ApiError("forbidden") if (op, key[1]) == ("replace", "Secret") else None
+
+    api.fail = refuse_secret_writes
+    with pytest.raises(errors.ApiError):
+        await kept.lead()
+    assert "data" not in stored_secret(api)
+    assert len(x509.load_pem_x509_certificates(stored_bundle(api))) == 1

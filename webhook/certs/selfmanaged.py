@@ -251,16 +251,33 @@ def _canonical(names: Sequence[str]) -> list[str]:
     return dns + ips
 
 
+#: How many CAs the webhook trusted before a fresh start stay in the new bundle.
+KEPT_ON_ISSUE = 2
+
+
 def carry_out(
-    state: CertState | None, decision: Decision, *, now: datetime.datetime, policy: Policy
+    state: CertState | None,
+    decision: Decision,
+    *,
+    now: datetime.datetime,
+    policy: Policy,
+    trusted: Sequence[x509.Certificate] = (),
 ) -> CertState | None:
-    """The state after ``decision`` (new keys are made here); None when nothing changes."""
+    """The state after ``decision`` (new keys are made here); None when nothing changes.
+
+    A fresh start keeps in its bundle the (at most `KEPT_ON_ISSUE` newest, unexpired) CAs the
+    webhook configuration trusted (``trusted``): replicas still serving a certificate they signed
+    (a switch from ``podium certs`` or cert-manager, a damaged Secret) stay verified until the
+    overlap has passed and the rotation drops them like any retired CA."""
     now = issuing.check_time(now)
     if decision.issue or state is None:
         ca = issue_ca(
             f"{policy.ca_name}@{int(now.timestamp())}", lifetime=policy.ca_lifetime, now=now
         )
-        return CertState(ca=ca, bundle=(ca.cert,), leaf=_leaf(ca, policy, now))
+        alive = [c for c in dict.fromkeys(trusted) if now < c.not_valid_after_utc]
+        alive.sort(key=lambda c: c.not_valid_before_utc)
+        kept = tuple(alive[-KEPT_ON_ISSUE:]) if KEPT_ON_ISSUE else ()
+        return CertState(ca=ca, bundle=(ca.cert, *kept), leaf=_leaf(ca, policy, now))
     if not decision.changes:
         return None
     actions = list(decision.plan.actions)

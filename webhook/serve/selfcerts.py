@@ -185,11 +185,18 @@ class CertKeeper:
         )
         for warning in decision.plan.warnings:
             log.info("certificates: %s", warning)
-        after = selfmanaged.carry_out(state, decision, now=now, policy=self.policy)
+        trusted = [ca for bundle in (trust.bundles.values() if trust else ()) for ca in bundle]
+        after = selfmanaged.carry_out(state, decision, now=now, policy=self.policy, trusted=trusted)
+        injected = False
         if after is not None:
+            if decision.issue and config is not None:
+                # A new CA: trusted before anything it signs is served (replicas may read the
+                # Secret any moment after it is written).
+                await self._inject(config, after.bundle)
+                injected = True
             secret = await self._write_secret(secret, after, asked if decision.rotate else None)
             log.info("certificates: %s", _what(decision))
-        if secret is not None and config is not None:
+        if secret is not None and config is not None and not injected:
             await self._inject(config, selfmanaged.bundle_of(_data(secret)))
         return secret
 
