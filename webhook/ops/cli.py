@@ -470,6 +470,8 @@ def serve(
 ) -> None:
     """Serve the admission webhook: watch the cluster, pin training pods, create their policies."""
     self_certs = certs is serve_certs.CertSource.SELF and not no_tls
+    if self_certs and (cert_file is not None or key_file is not None):
+        raise output.fail("--certs self makes its own certificate: drop --cert-file/--key-file")
     if not no_tls and not self_certs and (cert_file is None or key_file is None):
         raise output.fail(
             "--cert-file and --key-file are required (or --certs self to have the cluster keep "
