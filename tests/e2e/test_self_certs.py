@@ -282,6 +282,7 @@ def first(
         yield server, took
     finally:
         server.stop()
+        reset(local_cluster)  # no webhook failing closed left behind for the next module
 
 
 def test_admissions_work_within_seconds_with_nothing_pre_issued(
