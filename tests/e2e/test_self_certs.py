@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -307,6 +310,30 @@ def test_admissions_work_within_seconds_with_nothing_pre_issued(
         ).value.get_values_for_type(x509.IPAddress)
     ]
     assert secret(local_cluster)["metadata"]["labels"]["app.kubernetes.io/name"] == "podium"
+    # What a person checks it with (docs/certificates.md): the caBundle trusts the Secret's.
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.ops.cli",
+            "certs",
+            "show",
+            "--cluster",
+            "--dir",
+            str(server.work_dir / "no-state-dir"),
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    checks = json.loads(shown.stdout)["checks"]
+    assert checks and all(check["ok"] for check in checks), checks
 
 
 def rotation_done(cluster: LocalCluster, token: str, before: x509.Certificate) -> bool:
