@@ -271,3 +271,34 @@ async def test_a_new_ca_is_trusted_before_the_secret_holds_anything_it_signed(
         await kept.lead()
     assert "data" not in stored_secret(api)
     assert len(x509.load_pem_x509_certificates(stored_bundle(api))) == 1
+
+
+async def test_a_replica_that_cannot_read_the_secret_stops_being_ready(
+    api: twins.InMemoryObjects, tmp_path: Path
+) -> None:
+    """Before the leader could drop a CA (``min_overlap`` after the new certificate), a replica
+    that has not read the Secret for half that long leaves the Service's endpoints."""
+    clock = Clock()
+    await keeper(api, tmp_path / "leader", clock, leader=True).step()
+    seconds = [1000.0]
+    options = selfcerts.Options(namespace=NS, directory=tmp_path / "other", min_overlap=OVERLAP)
+    other = selfcerts.CertKeeper(
+        api, options, is_leader=lambda: False, monotonic=lambda: seconds[0]
+    )
+    other.prepare(await other.read_secret())
+    other.reloader = tls.CertReloader(
+        tls.server_context(other.cert_file, other.key_file), other.cert_file, other.key_file
+    )
+    assert other.ready() and other.stale_after == OVERLAP.total_seconds() / 2
+
+    api.fail = lambda op, key: errors.ApiError("unreachable") if key[1] == "Secret" else None
+    seconds[0] += other.stale_after - 1
+    with pytest.raises(errors.ApiError):
+        await other.step()
+    assert other.ready()
+    seconds[0] += 1
+    assert not other.ready() and other.pending() == (selfcerts.STALE,)
+
+    api.fail = twins.no_fault
+    await other.step()
+    assert other.ready() and other.pending() == ()

@@ -23,6 +23,7 @@ import dataclasses
 import datetime
 import logging
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ WEBHOOK_API = ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"
 DEFAULT_INTERVAL = 5.0
 #: What /readyz says it waits for until the Secret's pair is served.
 PENDING = "serving certificate"
+#: ... and when the Secret has not been read for too long (see `CertKeeper.ready`).
+STALE = "serving certificate (the Secret could not be read lately)"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,8 +91,10 @@ class CertKeeper:
         *,
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime.datetime] = _now,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
+        self.monotonic = monotonic
         self.options = options
         self.policy = options.policy()
         self.is_leader = is_leader
@@ -104,6 +109,12 @@ class CertKeeper:
         self.reloader: tls.CertReloader | None = None
         #: The serial of the Secret's leaf last written to the files (None: a placeholder).
         self._written: int | None = None
+        #: When the Secret was last read (monotonic seconds).
+        self._read_at: float | None = None
+        #: A replica that has not read the Secret for this long stops being ready: the leader
+        #: drops an old CA `min_overlap` after the new certificate went into the Secret, so a
+        #: replica still ready then has read it (and serves it) well before.
+        self.stale_after = max(options.min_overlap.total_seconds() / 2, 3 * options.interval)
 
     # -- every replica ------------------------------------------------------------------------
 
@@ -125,20 +136,32 @@ class CertKeeper:
     async def read_secret(self) -> Obj | None:
         """The Secret, or None when there is none."""
         try:
-            return await self.api.get(*SECRET_API, self.options.namespace, self.options.secret)
+            found = await self.api.get(*SECRET_API, self.options.namespace, self.options.secret)
         except errors.NotFound:
-            return None
+            found = None
+        self._read_at = self.monotonic()
+        return found
 
-    def ready(self) -> bool:
-        """The Secret's pair is what this replica serves."""
+    def _fresh(self) -> bool:
+        return self._read_at is not None and self.monotonic() - self._read_at < self.stale_after
+
+    def _serving(self) -> bool:
         return (
             self._written is not None
             and self.reloader is not None
             and self.reloader.serial == self._written
         )
 
+    def ready(self) -> bool:
+        """The Secret's pair is what this replica serves, and the Secret was read lately (so the
+        apiserver, which calls only ready replicas through the Service, never reaches one still
+        serving a certificate of a CA that left the bundle)."""
+        return self._serving() and self._fresh()
+
     def pending(self) -> Sequence[str]:
-        return () if self.ready() else (PENDING,)
+        if not self._serving():
+            return (PENDING,)
+        return () if self._fresh() else (STALE,)
 
     def _write(self, secret: Obj) -> bool:
         """Put the Secret's serving pair in the files when it is not the one there; whether the
@@ -280,7 +303,7 @@ class CertKeeper:
                 log.exception("certificates round failed")
             # Until the Secret's pair is served, look again soon: leadership may come any moment
             # and the first admissions wait for this.
-            wait = self.options.interval if self.ready() else min(self.options.interval, 0.5)
+            wait = self.options.interval if self._serving() else min(self.options.interval, 0.5)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=wait)
 
