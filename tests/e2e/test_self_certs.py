@@ -428,6 +428,14 @@ def test_a_replica_started_mid_rotation_serves_a_valid_chain(
         assert late.verified_by(webhook_bundle(local_cluster))
         with Load(local_cluster, opted_in) as load:
             point_webhook_at(local_cluster, late)
+            # The apiserver takes the new URL up asynchronously: stop the holding leader only
+            # once the late replica is being called (stopping a replica still called is an
+            # outage of its own, not the certificate's).
+            local_cluster.wait_for(
+                "the late replica to be called",
+                lambda: any(r.get("namespace") == opted_in for r in late.audit_records()),
+                timeout=60,
+            )
             # The holding leader goes: the late replica leads and drops the old CA.
             holding.stop()
             local_cluster.wait_for(
@@ -441,7 +449,8 @@ def test_a_replica_started_mid_rotation_serves_a_valid_chain(
             f"failed {len(load.failures)}"
         )
         assert load.sent > 0
-        assert load.failures == [], load.failures[:3]
+        ports = {"holding": holding.port, "late": late.port}
+        assert load.failures == [], (ports, load.failures[:3])
     finally:
         holding.stop()
         if late is not None:
