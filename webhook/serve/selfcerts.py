@@ -122,7 +122,9 @@ class CertKeeper:
         """Before serving: the Secret's pair in the files, or a throw-away self-signed one."""
         if secret is not None and self._write(secret):
             return
-        placeholder = certs.issue_ca("podium-placeholder", lifetime=datetime.timedelta(days=1))
+        placeholder = certs.issue_ca(
+            "podium-placeholder", lifetime=datetime.timedelta(days=1), now=self.clock()
+        )
         leaf = certs.issue_leaf(
             placeholder,
             subject=placeholder.cert.subject,
@@ -206,8 +208,8 @@ class CertKeeper:
             problem=problem,
             rotate_requested=asked is not None,
         )
-        for warning in decision.plan.warnings:
-            log.info("certificates: %s", warning)
+        for warning in decision.plan.warnings:  # (this round's injection settles them)
+            log.debug("certificates: %s", warning)
         trusted = [ca for bundle in (trust.bundles.values() if trust else ()) for ca in bundle]
         after = selfmanaged.carry_out(state, decision, now=now, policy=self.policy, trusted=trusted)
         injected = False
