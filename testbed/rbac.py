@@ -25,7 +25,13 @@ CHART = REPO / "charts" / "podium"
 KUBE_VERSION = "1.33.0"
 #: The chart's ClusterRoleBindings, in one scope or the other.
 BINDINGS = frozenset({"podium", "podium-writer"})
-TEMPLATES = ("templates/serviceaccount.yaml", "templates/rbac.yaml")
+TEMPLATES = (
+    "templates/serviceaccount.yaml",
+    "templates/rbac.yaml",
+    # certificates.mode self (the default): the empty Secret and the rights on it and on the
+    # webhook configuration.
+    "templates/certificates.yaml",
+)
 #: How long a minted token lives: longer than any test module runs.
 TOKEN_SECONDS = 3600
 

@@ -201,6 +201,8 @@ needs_kubectl = pytest.mark.skipif(
     [
         ((), MANIFESTS / "base"),
         (("--set", "certManager.enabled=true"), MANIFESTS / "overlays" / "cert-manager"),
+        (("--set", "certificates.mode=cert-manager"), MANIFESTS / "overlays" / "cert-manager"),
+        (("--set", "certificates.mode=manual"), MANIFESTS / "overlays" / "manual-certs"),
         (("--set", "cilium.enabled=true"), MANIFESTS / "overlays" / "cilium"),
         (MONITORING, MANIFESTS / "overlays" / "monitoring"),
         (
@@ -208,7 +210,15 @@ needs_kubectl = pytest.mark.skipif(
             MANIFESTS / "overlays" / "namespaced-rbac",
         ),
     ],
-    ids=["base", "cert-manager", "cilium", "monitoring", "namespaced-rbac"],
+    ids=[
+        "base",
+        "cert-manager",
+        "cert-manager-mode",
+        "manual-certs",
+        "cilium",
+        "monitoring",
+        "namespaced-rbac",
+    ],
 )
 def test_the_chart_renders_what_kustomize_renders(
     helm: str, flags: tuple[str, ...], kustomization: Path
@@ -465,6 +475,7 @@ def test_an_old_kubernetes_is_refused(helm: str) -> None:
         ("rbac.scope=everywhere", "rbac/scope"),
         ("rbac.scope=namespaced", "rbac/namespaces"),  # and no namespace to write in
         ("rbac.namespaces={Not_A_Name}", "rbac/namespaces/0"),
+        ("certificates.mode=vault", "certificates/mode"),
     ],
 )
 def test_bad_values_are_refused_at_render_time(helm: str, flag: str, complaint: str) -> None:

@@ -212,19 +212,49 @@ def test_the_pod_is_locked_down(deployment: Obj, container: Obj) -> None:
     assert "hostNetwork" not in pod
 
 
-def test_the_container_serves_https_with_the_mounted_certificate(container: Obj) -> None:
-    assert [*container["command"], *container["args"]] == [
-        "podium",
-        "serve",
-        "--cert-file",
-        "/certs/tls.crt",
-        "--key-file",
-        "/certs/tls.key",
-        "--port",
-        "8443",
-        "--config",
-        "/config/podium.yaml",
-    ]
+#: What the base runs: the serving certificate kept by podium itself (docs/certificates.md).
+SELF_ARGS = [
+    "podium",
+    "serve",
+    "--certs",
+    "self",
+    "--certs-secret",
+    "podium-tls",
+    "--webhook-configuration",
+    "podium",
+    "--service",
+    "podium",
+    "--certs-dir",
+    "/tmp/certs",
+    "--port",
+    "8443",
+    "--config",
+    "/config/podium.yaml",
+]
+#: What the cert-manager and manual-certs overlays run: the pair from the mounted Secret.
+FILES_ARGS = [
+    "podium",
+    "serve",
+    "--cert-file",
+    "/certs/tls.crt",
+    "--key-file",
+    "/certs/tls.key",
+    "--port",
+    "8443",
+    "--config",
+    "/config/podium.yaml",
+]
+
+
+def test_the_container_serves_https_with_the_certificate_it_keeps(
+    deployment: Obj, container: Obj
+) -> None:
+    assert [*container["command"], *container["args"]] == SELF_ARGS
+    # The pair is written under /tmp, the pod's one writable (in-memory) directory.
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[mounts["/tmp"]["name"]]["emptyDir"]["medium"] == "Memory"
+    assert "/certs" not in mounts
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
@@ -251,16 +281,6 @@ def test_the_settings_come_from_the_config_map(deployment: Obj, container: Obj) 
         "operator": "In",
         "values": [settings.namespace_label_value, settings.namespace_shadow_value],
     }
-
-
-def test_certificates_come_from_the_secret_as_a_directory(deployment: Obj, container: Obj) -> None:
-    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
-    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-    certs_mount = mounts["/certs"]
-    assert certs_mount["readOnly"] is True
-    # A subPath mount would never see a renewed Secret, and the reloader would wait forever.
-    assert "subPath" not in certs_mount
-    assert volumes[certs_mount["name"]]["secret"]["secretName"] == "podium-tls"
 
 
 def test_a_disruption_budget_keeps_one_replica() -> None:
@@ -348,6 +368,8 @@ def test_cluster_roles_grant_exactly_what_podium_needs() -> None:
         ("scheduling.k8s.io", "podgroups"): {"create"},  # zone-chooser scheduler/auto
         ("", "events"): {"create", "patch"},
         ("events.k8s.io", "events"): {"create", "patch"},
+        # Its own webhook configuration's caBundle, and no other (the next test).
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update"},
     }
 
 
@@ -355,8 +377,37 @@ def test_leader_election_is_confined_to_podium_system() -> None:
     role = find(base_objects(), "Role", "podium-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert grants("Role") == {
-        ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "update", "patch"}
+        ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "update", "patch"},
+        ("", "secrets"): {"get", "update"},  # its serving certificate's, the next test
     }
+
+
+def test_the_certificate_podium_keeps_is_the_only_secret_and_webhook_it_may_write() -> None:
+    """docs/certificates.md: a Secret and the webhook configuration, and only those."""
+    objects = base_objects()
+    secret = find(objects, "Secret", "podium-tls")
+    assert "data" not in secret and secret["metadata"]["namespace"] == NAMESPACE
+    role = find(objects, "Role", "podium-certs")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["podium-tls"],
+            "verbs": ["get", "update"],
+        }
+    ]
+    assert find(objects, "ClusterRole", "podium-certs")["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": [find(objects, "MutatingWebhookConfiguration")["metadata"]["name"]],
+            "verbs": ["get", "update"],
+        }
+    ]
+    for kind, resource in (("Role", "secrets"), ("ClusterRole", "mutatingwebhookconfigurations")):
+        named = [r for r in rules(kind) if resource in r["resources"]]
+        assert len(named) == 1 and named[0]["resourceNames"], (kind, resource)
 
 
 def test_the_cluster_roles_cover_everything_the_watch_cache_watches() -> None:
@@ -524,7 +575,15 @@ def test_the_cert_manager_overlay_adds_certificates_and_the_injection_annotation
     }
     del webhook["metadata"]["annotations"]
     assert webhook == rendered_base[webhook_key]
-    base_rest = {k: v for k, v in rendered_base.items() if k != webhook_key}
+    # The Deployment serves the mounted Secret (test_certificates_come_from_the_secret_…), and
+    # the base's self-managed certificate objects are gone.
+    deployment_key = ("Deployment", NAMESPACE, "podium")
+    assert rendered.pop(deployment_key) != rendered_base[deployment_key]
+    own = {k for k in rendered_base if k[2] in ("podium-tls", "podium-certs")}
+    assert len(own) == 5
+    base_rest = {
+        k: v for k, v in rendered_base.items() if k not in {webhook_key, deployment_key, *own}
+    }
     assert rendered == {**base_rest, **by_key(cert_manager_objects())}
 
 
@@ -540,3 +599,26 @@ def test_every_overlay_renders_valid_objects(overlay: Path) -> None:
             continue
         else:
             assert schemas.kubernetes_errors(obj) == [], key(obj)
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", ["cert-manager", "manual-certs"])
+def test_certificates_come_from_the_secret_as_a_directory(overlay: str) -> None:
+    objects = render(MANIFESTS / "overlays" / overlay)
+    deployment = find(objects, "Deployment", "podium")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert [*container["command"], *container["args"]] == FILES_ARGS
+    # Nothing of the self-managed certificate is left: no Secret made empty, no rights on it.
+    kinds = {"Secret", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+    assert not [
+        key(o)
+        for o in objects
+        if o["kind"] in kinds and o["metadata"]["name"] in ("podium-tls", "podium-certs")
+    ]
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    certs_mount = mounts["/certs"]
+    assert certs_mount["readOnly"] is True
+    # A subPath mount would never see a renewed Secret, and the reloader would wait forever.
+    assert "subPath" not in certs_mount
+    assert volumes[certs_mount["name"]]["secret"]["secretName"] == "podium-tls"

@@ -69,6 +69,10 @@ def test_audit_help_names_its_files_as_the_usage_line_does() -> None:
         (["doctor", "-o", "xml"], "'xml' is not one of 'table', 'wide', 'json', 'yaml'"),
         (["review", "pod.yaml"], "Missing option '--cluster'"),
         (["serve"], "--cert-file and --key-file are required"),
+        (["serve", "--certs", "files"], "or --certs self"),
+        (["serve", "--certs", "self", "--cert-file", "c.pem"], "drop --cert-file/--key-file"),
+        (["serve", "--certs", "self", "--san", "*.podium"], "--san: '*.podium' is neither"),
+        (["serve", "--certs", "self", "--certs-interval", "0"], "--certs-interval"),
         (["serve", "--no-tls", "--config", "/nonexistent.yaml"], "cannot read settings file"),
     ],
 )
@@ -83,6 +87,7 @@ def test_cannot_run_is_exit_2_and_an_error_line(args: list[str], message: str) -
     "args",
     [
         ["serve", "--no-tls"],
+        ["serve", "--certs", "self"],
         ["snapshot"],
         ["doctor"],
         ["release", "pytorchjob/ft"],

@@ -152,3 +152,24 @@ async def test_patch_and_delete_say_what_they_did_or_that_it_was_gone() -> None:
     assert (await writer.delete(api, fresh)).outcome is EffectOutcome.GONE
     gone = await writer.merge_patch(api, fresh, patch, done=EffectOutcome.MARKED)
     assert gone.outcome is EffectOutcome.GONE
+
+
+async def test_replace_overwrites_under_the_version_the_caller_read() -> None:
+    api = world(config_map("zone-a"))
+    read = await api.get("v1", "ConfigMap", NS, "rec")
+    written = await writer.replace(api, {**read, "data": {"zone": "zone-b"}})
+    assert written == writer.Written("ConfigMap", "rec", NS, EffectOutcome.REPLACED)
+    assert (await api.get("v1", "ConfigMap", NS, "rec"))["data"] == {"zone": "zone-b"}
+    # The same stale version again: refused, nothing written.
+    with pytest.raises(errors.Conflict):
+        await writer.replace(api, {**read, "data": {"zone": "zone-c"}})
+    assert (await api.get("v1", "ConfigMap", NS, "rec"))["data"] == {"zone": "zone-b"}
+    assert ops(api) == ["get", "replace", "get", "replace", "get"]  # it reads nothing itself
+
+
+async def test_replace_of_an_object_gone_says_so() -> None:
+    api = world()
+    written = await writer.replace(
+        api, {**config_map(), "metadata": {"name": "rec", "namespace": NS}}
+    )
+    assert written.outcome is EffectOutcome.GONE

@@ -42,7 +42,9 @@ The package, by concern (``from webhook import certs`` then ``certs.X`` for any 
 * ``renewal``: when a certificate is due (``needs_renewal``), ``summarize``;
 * ``state``: the state directory (``load_state``, ``write_state``, ``issue`` a fresh one);
 * ``rotation``: ``plan_rotation``, ``apply_rotation``, ``rotate``;
-* ``cluster``: the Secret, the webhook's ``caBundle`` patch, ``ClusterCerts`` (what was read back).
+* ``cluster``: the Secret, the webhook's ``caBundle`` patch, ``ClusterCerts`` (what was read back);
+* ``selfmanaged`` (imported by name, ``from webhook.certs import selfmanaged``): the same rotation
+  kept in one Secret by podium's leader (``podium serve --certs self``, docs/certificates.md).
 
 A floor of its own (``pyproject.toml``): it imports no other part of podium and no Kubernetes
 client, so ``podium certs``, the test bed (its control plane, the operators' webhooks) and the

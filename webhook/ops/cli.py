@@ -24,7 +24,7 @@ from webhook.core.audit import AuditEntry, Outcome
 from webhook.core.objects import parse_time
 from webhook.core.settings import Settings, SettingsError
 from webhook.kube import errors
-from webhook.ops import auditview, certs_cli, kubectl, offline, output
+from webhook.ops import auditview, certs_cli, kubectl, offline, output, serve_certs
 from webhook.ops import probe as probe_cli
 
 if TYPE_CHECKING:
@@ -531,13 +531,42 @@ def serve(
     client_ca_file: ClientCAFile = None,
     namespace: OwnNamespace = "podium-system",
     no_tls: NoTLS = False,
+    certs: serve_certs.Certs = None,
+    certs_secret: serve_certs.CertsSecret = "podium-tls",
+    webhook_configuration: serve_certs.WebhookConfiguration = "podium",
+    service: serve_certs.Service = "podium",
+    san: serve_certs.San = None,
+    certs_dir: serve_certs.CertsDir = None,
+    certs_interval: serve_certs.CertsInterval = 5.0,
+    certs_overlap: serve_certs.CertsOverlap = serve_certs.DEFAULT_OVERLAP,
 ) -> None:
     """Serve the admission webhook: watch the cluster, pin training pods, create their policies."""
-    if not no_tls and (cert_file is None or key_file is None):
-        raise output.fail("--cert-file and --key-file are required (or --no-tls for local use)")
+    self_certs = certs is serve_certs.CertSource.SELF and not no_tls
+    if self_certs and (cert_file is not None or key_file is not None):
+        raise output.fail("--certs self makes its own certificate: drop --cert-file/--key-file")
+    if not no_tls and not self_certs and (cert_file is None or key_file is None):
+        raise output.fail(
+            "--cert-file and --key-file are required (or --certs self to have the cluster keep "
+            "the certificate, or --no-tls for local use)"
+        )
     settings = dataclasses.replace(_settings(config), own_namespace=namespace)
-    if not no_tls and cert_file is not None and key_file is not None:
+    if not no_tls and not self_certs and cert_file is not None and key_file is not None:
         _check_pair(cert_file, key_file)
+    keeping = None
+    if self_certs:
+        try:
+            keeping = serve_certs.options(
+                namespace=namespace,
+                secret=certs_secret,
+                webhook_configuration=webhook_configuration,
+                service=service,
+                sans=san,
+                directory=certs_dir,
+                interval=certs_interval,
+                overlap=certs_overlap,
+            )
+        except ValueError as err:
+            raise output.fail(f"--san: {err}") from err
     # Imported here: the web server and the Kubernetes client take a while to load, and the
     # other commands need neither.
     from webhook.kube import client  # noqa: PLC0415
@@ -556,6 +585,7 @@ def serve(
             client_ca_file=client_ca_file,
             use_tls=not no_tls,
             context=context,
+            self_certs=keeping,
         )
     except client.ClientConfigError as err:
         raise output.fail(str(err)) from err

@@ -49,6 +49,7 @@ from webhook.serve import (
     owners,
     reconciler,
     releaser,
+    selfcerts,
     tls,
 )
 from webhook.serve.audit import BackgroundSink, FanOut, FileSink, Sink, StreamSink
@@ -388,10 +389,18 @@ def run(
     client_ca_file: Path | None = None,
     use_tls: bool = True,
     context: str | None = None,
+    self_certs: selfcerts.Options | None = None,
 ) -> None:
     """Serve admissions until SIGTERM/SIGINT. Raises ``client.ClientConfigError``, ``OSError``
     or ``ssl.SSLError`` when it cannot start. ``context``: the kubeconfig context to use
-    instead of its current one."""
+    instead of its current one. ``self_certs``: the cluster keeps the serving certificate
+    (`webhook.serve.selfcerts`); ``cert_file`` and ``key_file`` are then not read."""
+    api_client = client.load_client(
+        kubeconfig, context, watches=len(cache.watched(settings.writable_namespaces))
+    )
+    keeper = _cert_keeper(api_client, self_certs) if self_certs is not None else None
+    if keeper is not None:
+        cert_file, key_file = keeper.cert_file, keeper.key_file
     ssl_context, reloader = _tls(
         use_tls=use_tls,
         cert_file=cert_file,
@@ -399,9 +408,8 @@ def run(
         tls_min_version=tls_min_version,
         client_ca_file=client_ca_file,
     )
-    api_client = client.load_client(
-        kubeconfig, context, watches=len(cache.watched(settings.writable_namespaces))
-    )
+    if keeper is not None:
+        keeper.reloader = reloader
     logging.config.dictConfig(LOG_CONFIG)  # only now: until here, errors go to the CLI
     if not settings.own_user:
         user = asyncio.run(who_am_i(client.KubeObjects(api_client)))
@@ -412,12 +420,16 @@ def run(
     support, probing = _scheduler_support(api_client, settings)
     admitter = _admitter(parts, support)
     crd_guard = _crd_guard(parts)
-    background = (*_leader_loops(parts), *probing, crd_guard.run)
+    background = (*_leader_loops(parts, keeper), *probing, crd_guard.run)
     watch_cache = parts.watch_cache
+    ready: Callable[[], bool] = watch_cache.is_ready
+    pending: Callable[[], Sequence[str]] = watch_cache.pending
+    if keeper is not None:
+        ready, pending = _with_certificate(watch_cache, keeper)
     app = create_app(
         admitter=admitter,
-        ready=watch_cache.is_ready,
-        pending=watch_cache.pending,
+        ready=ready,
+        pending=pending,
         metrics=parts.meter,
         lifespan=serving_lifespan(watch_cache, reloader, parts.recorder, background=background),
     )
@@ -545,9 +557,38 @@ def _scheduler_support(
     return support, (support.run,)
 
 
-def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
+def _cert_keeper(api_client: Any, options: selfcerts.Options) -> selfcerts.CertKeeper:
+    """The keeper of a self-managed certificate, its files already holding the Secret's pair
+    (or, when there is none yet or it cannot be read, a throw-away one until there is)."""
+    keeper = selfcerts.CertKeeper(client.KubeObjects(api_client), options)
+    try:
+        secret = asyncio.run(keeper.read_secret())
+    except errors.ApiError as err:
+        log.warning("cannot read the serving certificate's Secret yet: %s", err)
+        secret = None
+    keeper.prepare(secret)
+    return keeper
+
+
+def _with_certificate(
+    watch_cache: cache.WatchCache, keeper: selfcerts.CertKeeper
+) -> tuple[Callable[[], bool], Callable[[], Sequence[str]]]:
+    """Ready once the cache has synced and the Secret's certificate is served."""
+
+    def ready() -> bool:
+        return watch_cache.is_ready() and keeper.ready()
+
+    def pending() -> Sequence[str]:
+        return (*watch_cache.pending(), *keeper.pending())
+
+    return ready, pending
+
+
+def _leader_loops(
+    parts: _Parts, certificates: selfcerts.CertKeeper | None = None
+) -> tuple[Loop, ...]:
     """Leader election, and the reconciler and the releaser that act only while this replica
-    leads."""
+    leads (and the certificate keeper, whose leader's part does too)."""
     objects = client.KubeObjects(parts.api_client)
     settings = parts.settings
     elector = leader.LeaderElector(
@@ -577,7 +618,10 @@ def _leader_loops(parts: _Parts) -> tuple[Loop, ...]:
         meter=parts.meter,
     )
     parts.watch_cache.listeners.append(releasing.notice)
-    return elector.run, keeper.run, releasing.run
+    if certificates is None:
+        return elector.run, keeper.run, releasing.run
+    certificates.is_leader = lambda: elector.is_leader
+    return elector.run, keeper.run, releasing.run, certificates.run
 
 
 def _log_start(host: str, port: int, *, https: bool, settings: Settings) -> None:

@@ -112,6 +112,18 @@ async def create_or_replace(
     return Written.of(manifest, EffectOutcome.REPLACED)
 
 
+async def replace(api: Objects, manifest: Manifest) -> Written:
+    """Overwrite the object ``manifest`` names under the resourceVersion its metadata carries (the
+    one the caller decided from): ``REPLACED``, or ``GONE``; ``Conflict`` when it changed since.
+    For objects podium keeps but does not create (the serving Secret the chart creates empty, the
+    webhook configuration whose ``caBundle`` it injects)."""
+    try:
+        await api.replace(manifest)
+    except errors.NotFound:
+        return Written.of(manifest, EffectOutcome.GONE)
+    return Written.of(manifest, EffectOutcome.REPLACED)
+
+
 async def _create(api: Api, manifest: Manifest, *, optional: bool) -> Written | None:
     """``CREATED``, ``KIND_MISSING`` (when ``optional``), or None: it exists already."""
     try:
