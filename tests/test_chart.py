@@ -641,7 +641,18 @@ def test_namespaced_scope_binds_writes_only_in_the_listed_namespaces(helm: str) 
         for (kind, _, _), b in objects.items()
         if kind == "ClusterRoleBinding"
     ]
-    assert [r["metadata"]["name"] for r in cluster_wide] == ["podium"]
+    assert sorted(r["metadata"]["name"] for r in cluster_wide) == ["podium", "podium-certs"]
+    # podium-certs (certificates.mode self): its own webhook configuration, by name, and nothing
+    # else
+    (certs,) = [r for r in cluster_wide if r["metadata"]["name"] == "podium-certs"]
+    assert certs["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["podium"],
+            "verbs": ["get", "update"],
+        }
+    ]
     read_everywhere = grants(*cluster_wide)
     for own_kind in (
         ("", "configmaps"),
