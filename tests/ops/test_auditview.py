@@ -411,7 +411,7 @@ def test_an_input_without_audit_records_cannot_be_audited(tmp_path: Path, fmt: s
     assert result.stderr.splitlines() == [
         "Error: no podium audit records in stdin: 1 line(s), none of them a podium audit "
         "record (is it podium's log? kubectl -n podium-system logs "
-        "-l app.kubernetes.io/name=podium)"
+        "-l app.kubernetes.io/name=podium --tail=-1)"
     ]
     empty = tmp_path / "empty.log"
     empty.write_text("")

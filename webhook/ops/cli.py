@@ -258,7 +258,8 @@ def audit_command(
     """Review the audit trail: podium's records from its logs, filtered, with a per-job summary.
 
     Reads files or stdin, e.g. `kubectl -n podium-system logs -l app.kubernetes.io/name=podium
-    --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the group for
+    --tail=-1 --prefix --timestamps | podium audit` (with -l, kubectl sends only the last 10
+    lines of each pod unless --tail=-1). Jobs are grouped by gang (job UID, plus the group for
     group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when the
     filters leave no record), 2 when it cannot read its input or the input holds no audit record
     at all (the wrong file or log source).
@@ -309,7 +310,7 @@ def _no_records(specs: list[str], tally: auditview.Tally) -> str:
     return (
         f"no podium audit records in {read}: {tally.skipped} line(s), none of them a podium "
         "audit record (is it podium's log? kubectl -n podium-system logs "
-        "-l app.kubernetes.io/name=podium)"
+        "-l app.kubernetes.io/name=podium --tail=-1)"
     )
 
 
