@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -151,3 +152,29 @@ def test_the_unchanged_base_is_decided() -> None:
 def test_report_cases() -> None:
     """After the property test (file order): how many inputs were decided and refused."""
     print(f"\nreview cases: {CASES}")  # shown with -s
+
+
+def test_a_pod_as_kubectl_prints_it_is_decided() -> None:
+    """YAML as ``kubectl get pod -o yaml`` prints it: unquoted timestamps (YAML loads them as
+    datetimes), nulls, status and managedFields are no reason to refuse the pod."""
+    pod = copy.deepcopy(BASE["request"]["object"])
+    pod["metadata"]["uid"] = "0a1b"
+    pod["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "time": "T"}]
+    pod["spec"]["affinity"] = None
+    text = yaml.safe_dump(pod) + (
+        "status:\n"
+        "  phase: Pending\n"
+        "  conditions:\n"
+        "  - {type: PodScheduled, status: 'False', lastProbeTime: null,"
+        " lastTransitionTime: 2026-12-01T11:59:00Z}\n"
+    )
+    text = text.replace("metadata:\n", "metadata:\n  creationTimestamp: 2026-12-01T11:59:00Z\n", 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, config = Path(tmp) / "pod.yaml", Path(tmp) / "pin.yaml"
+        inp.write_text(text)
+        config.write_text(CONFIGS["pin"])
+        args = ["review", str(inp), "--cluster", str(EXAMPLES / "cluster.yaml")]
+        result = runner.invoke(app, [*args, "--config", str(config), "-o", "json"])
+    check(result)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["audit"]["outcome"] == "pinned"

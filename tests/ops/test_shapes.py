@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.scenarios import pytorch_pod, pytorchjob
 from webhook.ops import shapes
@@ -53,6 +54,13 @@ def test_what_the_apiserver_takes_passes() -> None:
     )
     assert shapes.problem(pod(affinity=None, schedulerName=None), "V1Pod", "") is None
     assert shapes.problem(pod(futureField={"any": ["thing"]}), "V1Pod", "") is None
+
+
+def test_a_yaml_timestamp_is_a_timestamp() -> None:
+    """YAML loads ``creationTimestamp: 2026-12-01T12:00:00Z`` as a datetime, not a string."""
+    obj = yaml.safe_load("metadata: {name: p, creationTimestamp: 2026-12-01T12:00:00Z}")
+    assert shapes.problem(obj, "V1Pod", "") is None
+    assert shapes.problem({"metadata": {"name": obj["metadata"]["creationTimestamp"]}}, "V1Pod", "")
 
 
 def test_the_path_starts_where_the_caller_says() -> None:

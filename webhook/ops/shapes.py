@@ -5,14 +5,15 @@ decisions may rely on a pod's field types (``spec.containers`` a list of objects
 string). A file given to ``podium review`` has had no such decoding. `problem` checks a value
 against the Kubernetes type the official client generates from the API's OpenAPI document
 (``openapi_types`` and ``attribute_map`` of ``kubernetes.client.models``): wrong JSON types are
-named with their path; unknown fields pass, as the apiserver drops them; a null field passes,
-as the apiserver reads it as unset, but not a null item of a list or map, which the apiserver
-would send as an empty value. Quantities (``resources.limits``, ``overhead``,
-``sizeLimit``) may be numbers, as the apiserver takes them.
+named with their path. Unknown fields pass, as the apiserver drops them; a null field passes, as
+the apiserver reads it as unset, but not a null item of a list or map, which the apiserver would
+send as an empty value. Quantities (``resources.limits``, ``overhead``, ``sizeLimit``) may be
+numbers, as the apiserver takes them; a timestamp may be YAML's own (a datetime).
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
 from collections.abc import Mapping
@@ -71,6 +72,8 @@ def _check(value: Any, type_name: str, path: str, *, quantity: bool) -> str | No
             if found := _item(item, match[1], _join(path, key), quantity=quantity):
                 return found
         return None
+    if type_name in ("datetime", "date") and isinstance(value, datetime.date):
+        return None  # YAML's own timestamp (``creationTimestamp: 2026-12-01T12:00:00Z``)
     if type_name in ("str", "datetime", "date", "bytes"):
         if isinstance(value, str) or (quantity and _is_number(value)):
             return None
