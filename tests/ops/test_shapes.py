@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
+from scripts import podtypes as generator
 from tests.scenarios import pytorch_pod, pytorchjob
-from webhook.ops import shapes
+from webhook.ops import podtypes, shapes
 
 
 def pod(**spec: Any) -> dict[str, Any]:
@@ -71,3 +73,18 @@ def test_the_path_starts_where_the_caller_says() -> None:
 def test_without_nulls_drops_null_fields_and_keeps_null_items() -> None:
     value = {"a": None, "b": {"c": None, "d": 1}, "e": [None, {"f": None}]}
     assert shapes.without_nulls(value) == {"b": {"d": 1}, "e": [None, {}]}
+
+
+def test_the_table_is_the_clients() -> None:
+    """webhook/ops/podtypes.py is generated from the installed Kubernetes client. With the very
+    version it was made from it must be identical; with another, every type and field both know
+    must agree (a newer client may add fields: `python -m scripts.podtypes` takes them in)."""
+    installed = generator.types()
+    if kubernetes.__version__ == podtypes.CLIENT_VERSION:
+        assert installed == podtypes.TYPES, "run python -m scripts.podtypes"
+        return
+    for name, fields in podtypes.TYPES.items():
+        known = installed.get(name, {})
+        assert {k: v for k, v in fields.items() if k in known} == {
+            k: v for k, v in known.items() if k in fields
+        }, name

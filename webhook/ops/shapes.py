@@ -4,22 +4,22 @@ The apiserver decodes every object into its Go type before a webhook sees it, so
 decisions may rely on a pod's field types (``spec.containers`` a list of objects, an env name a
 string). A file given to ``podium review`` has had no such decoding. `problem` checks a value
 against the Kubernetes type the official client generates from the API's OpenAPI document
-(``openapi_types`` and ``attribute_map`` of ``kubernetes.client.models``): wrong JSON types are
-named with their path. Unknown fields pass, as the apiserver drops them; a null field passes, as
-the apiserver reads it as unset, but not a null item of a list or map, which the apiserver would
-send as an empty value. Quantities (``resources.limits``, ``overhead``, ``sizeLimit``) may be
-numbers, as the apiserver takes them; a timestamp may be YAML's own (a datetime).
+(`webhook.ops.podtypes`, copied from ``kubernetes.client.models``, which ``podium review`` does
+not load): wrong JSON types are named with their path. Unknown fields pass, as the apiserver
+drops them; a null field passes, as the apiserver reads it as unset, but not a null item of a
+list or map, which the apiserver would send as an empty value. Quantities (``resources.limits``,
+``overhead``, ``sizeLimit``) may be numbers, as the apiserver takes them; a timestamp may be
+YAML's own (a datetime).
 """
 
 from __future__ import annotations
 
 import datetime
-import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client import models
+from webhook.ops.podtypes import TYPES
 
 __all__ = ["problem", "without_nulls"]
 
@@ -112,15 +112,9 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-@functools.cache
 def _fields(type_name: str) -> dict[str, str] | None:
-    """JSON field name -> client type name of one generated model class."""
-    model = getattr(models, type_name, None)
-    if model is None:
-        return None
-    types: dict[str, str] = model.openapi_types
-    names: dict[str, str] = model.attribute_map
-    return {names[attribute]: kind for attribute, kind in types.items()}
+    """JSON field name -> type name of one model type; None for a type not in the table."""
+    return TYPES.get(type_name)
 
 
 def _is_number(value: Any) -> bool:
