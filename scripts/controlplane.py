@@ -4,8 +4,9 @@
 
 Builds the binaries if needed (`testbed.build`, or $PODIUM_CONTROLPLANE_BIN),
 starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1 with
-kwok nodes in zone-a/zone-b/zone-c and the shared CRDs, and prints the kubeconfig path. With
---keep it runs until Ctrl-C; without, it tears the cluster down right away (a smoke test).
+kwok nodes in zone-a/zone-b/zone-c and the upstream CRDs (testbed/crds), and prints the
+kubeconfig path. With --keep it runs until Ctrl-C; without, it tears the cluster down right away
+(a smoke test).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ The e2e tests, ``scripts/demo.py``, ``scripts/controlplane.py`` and the placemen
 
 Parts:
 
-* `testbed.paths` — the repository, the shared fixtures, the build cache, the CRD files.
+* `testbed.paths` — the repository, the build cache, the upstream CRDs (``testbed/crds``).
 * `testbed.build` — one builder for every Go-built component (``python -m testbed.build``),
   pinned by the wrapper modules under ``testbed/modules/``.
 * `testbed.processes` — child processes: free ports, dying with the parent, start/stop/log tail.

@@ -1,4 +1,4 @@
-"""Validators for the real schemas: the upstream CRDs in shared/fixtures and the Kubernetes API.
+"""Validators for the real schemas: the upstream CRDs in testbed/crds and the Kubernetes API.
 
 CRD patterns are Go RE2 (e.g. ``^\\PC*$``), which Python's ``re`` does not know: the ``regex``
 module does. Kubernetes prunes unknown fields silently, so the CRD validator is made strict
@@ -19,7 +19,8 @@ import regex
 import yaml
 from jsonschema import Draft7Validator, ValidationError, validators
 
-CRDS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "crds"
+#: The upstream CRDs (testbed.paths.CRD_DIR; the unit tests read the files, not the test bed).
+CRDS = Path(__file__).resolve().parents[1] / "testbed" / "crds"
 K8S_VERSION = "1.37.0"
 
 

@@ -3,7 +3,7 @@ end or retry jobs as their pods fare, scrape the components' own metrics. Return
 that `analysis` reads.
 
 How a job is made (the same for every arm): a ``kubeflow.org/v1`` PyTorchJob object (the CRD from
-``../shared/fixtures/crds``) with a Master and ``n - 1`` Workers, each asking for the job's GPUs
+``testbed/crds``) with a Master and ``n - 1`` Workers, each asking for the job's GPUs
 per pod; then, after `OPERATOR_DELAY_S` (the operator's reconcile), its pods, created one after
 another in a shuffled order as the training-operator creates them (its labels, a controller
 ownerReference to the job, the env it sets), each through `Arm.pod`. A PyTorchJob rather than bare

@@ -1,6 +1,6 @@
 """The cluster policy library is valid against the real schemas (Go-free: runs in `make unit`).
 
-Cilium CRDs of shared/fixtures/crds (v1.19.4), made strict: a field the real schema would prune
+Cilium CRDs of testbed/crds (v1.19.4), made strict: a field the real schema would prune
 is an error here, so a fixture cannot silently mean less than it says.
 """
 

@@ -1,5 +1,6 @@
 """The verdict oracle itself: strict parsing, identities and the label filter, and the Cilium
-semantics the matrix rests on (FACTS §4 and §11), each asked of Cilium's own engine."""
+semantics the matrix rests on (cilium `pkg/policy/api/rule.go` EnableDefaultDeny, docs.cilium.io
+"Deny Policies" and "Limiting Identity-Relevant Labels"), each asked of Cilium's own engine."""
 
 from __future__ import annotations
 
@@ -169,7 +170,7 @@ def test_any_include_switches_the_filter_to_whitelist_mode(oracle: Oracle) -> No
     assert {"k8s:podium.dev/job=uid", "k8s:topology.kubernetes.io/zone=zone-a"} <= set(both)
 
 
-# -- semantics (FACTS §4, §11) ---------------------------------------------------------------
+# -- semantics (Cilium's docs and pkg/policy) ------------------------------------------------
 
 
 def test_an_additive_policy_alone_changes_no_verdict(oracle: Oracle) -> None:

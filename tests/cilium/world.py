@@ -285,7 +285,8 @@ def _read_crd(path: Path) -> dict[str, Any]:
 def cilium_crd(line: Line) -> dict[str, Any]:
     """The ciliumnetworkpolicies CRD (slim, as podium's watch cache keeps it) of the Cilium
     version the line's oracle module requires, from the Go module cache its build filled; else
-    the shared fixture (v1.19), with ``enableDefaultDeny`` dropped for the old line."""
+    the repository's copy (testbed/crds, v1.19), with ``enableDefaultDeny`` dropped for the old
+    line."""
     module = (MODULES / "cilium" / line.value / "go.mod").read_text()
     version = next(
         w.split()[-1] for w in module.splitlines() if w.strip().startswith("github.com/cilium/")

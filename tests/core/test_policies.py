@@ -130,7 +130,7 @@ def test_one_policy_per_zone_named_like_the_record_for_the_records_zone(mode: Po
 
 
 def cilium_crd(*, default_deny: bool) -> dict[str, Any]:
-    """The real ciliumnetworkpolicies CRD (shared/fixtures), or the same without
+    """The real ciliumnetworkpolicies CRD (testbed/crds), or the same without
     ``spec.enableDefaultDeny`` in every version, as a Cilium < 1.16 installs it."""
     crd = yaml.safe_load((CRDS / "cilium.io_ciliumnetworkpolicies.yaml").read_text())
     if not default_deny:

@@ -2,7 +2,7 @@
 
 `local_cluster` (session scope) builds the binaries with `testbed.build`, or takes them from
 ``$PODIUM_CONTROLPLANE_BIN``, and starts a `LocalCluster` with kwok nodes in three zones and
-the CRDs of shared/fixtures/crds installed. It skips only when ``go`` is not on PATH.
+the upstream CRDs of testbed/crds installed. It skips only when ``go`` is not on PATH.
 """
 
 from __future__ import annotations

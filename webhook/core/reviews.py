@@ -136,8 +136,30 @@ def _check_object(obj: Mapping[str, Any]) -> None:
     refs = meta.get("ownerReferences") or []
     if not isinstance(refs, list) or not all(is_mapping(r) for r in refs):
         raise ReviewError("request.object.metadata.ownerReferences must be a list of objects")
-    if not is_mapping(obj.get("spec", {})):
+    spec = obj.get("spec", {})
+    if not is_mapping(spec):
         raise ReviewError("request.object.spec must be an object")
+    for field in ("containers", "initContainers"):
+        _check_containers(spec.get(field), f"request.object.spec.{field}")
+
+
+def _check_containers(containers: Any, what: str) -> None:
+    """A pod's containers as resource sums read them: a list of objects, each with its
+    ``resources`` (if any) an object of ``limits`` and ``requests`` objects."""
+    if containers is None:
+        return
+    if not isinstance(containers, list) or not all(is_mapping(c) for c in containers):
+        raise ReviewError(f"{what} must be a list of objects (containers)")
+    for index, container in enumerate(containers):
+        res = container.get("resources")
+        if res is None:
+            continue
+        if not is_mapping(res) or not all(
+            is_mapping(res.get(key) or {}) for key in ("limits", "requests")
+        ):
+            raise ReviewError(
+                f"{what}[{index}].resources must be an object with limits and requests objects"
+            )
 
 
 def request_uid(body: bytes) -> str:

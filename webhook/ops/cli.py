@@ -274,11 +274,12 @@ def audit_command(
     """Review the audit trail: podium's records from its logs, filtered, with a per-job summary.
 
     Reads files or stdin, e.g. `kubectl -n podium-system logs -l app.kubernetes.io/name=podium
-    --tail=-1 --prefix --timestamps | podium audit`. Jobs are grouped by gang (job UID, plus the
-    group for group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when
-    the filters leave no record), 2 when it cannot read its input or the input holds no audit
-    record at all (the wrong file or log source). podium's own release UPDATEs (skipped
-    own-release) are left out unless --show-own-releases.
+    --tail=-1 --prefix --timestamps | podium audit` (with -l, kubectl sends only the last 10
+    lines of each pod unless --tail=-1). Jobs are grouped by gang (job UID, plus the group for
+    group-wise jobs). Exits 1 when a job was split across zones, 0 otherwise (also when the
+    filters leave no record), 2 when it cannot read its input or the input holds no audit record
+    at all (the wrong file or log source). podium's own release UPDATEs (skipped own-release) are
+    left out unless --show-own-releases.
     """
     now = datetime.datetime.now(datetime.UTC)
 

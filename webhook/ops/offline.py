@@ -27,6 +27,7 @@ from webhook.core.resources import amount, describe
 from webhook.core.settings import Settings
 from webhook.core.view import ClusterView
 from webhook.kube import twins
+from webhook.ops import shapes
 from webhook.serve import admission
 from webhook.serve.audit import MemorySink
 
@@ -65,8 +66,13 @@ def load_review(path: Path) -> dict[str, Any]:
         raise InputError(f"{path} must hold one AdmissionReview or one Pod")
     doc = docs[0]
     if doc.get("kind") == "Pod" and doc.get("apiVersion") == "v1":
-        return reviews.review_for_pod(doc)
+        return reviews.review_for_pod(_pod(path, doc, ""))
     if doc.get("kind") == reviews.KIND:
+        request = doc.get("request")
+        if isinstance(request, dict) and _is_pod_kind(request.get("kind")):
+            for field in ("object", "oldObject"):
+                if request.get(field) is not None:
+                    request[field] = _pod(path, request[field], f"request.{field}")
         return doc
     kind = doc.get("kind")
     held = f"a {kind} ({doc.get('apiVersion') or 'no apiVersion'})" if kind else "no kind"
@@ -74,6 +80,21 @@ def load_review(path: Path) -> dict[str, Any]:
         f"{path} holds {held}, not an admission.k8s.io/v1 AdmissionReview or a v1 Pod "
         "(e.g. kubectl get pod NAME -o yaml > pod.yaml)"
     )
+
+
+def _is_pod_kind(kind: Any) -> bool:
+    """Whether a request's ``kind`` names core Pods (as `reviews.Request.is_pod` reads it)."""
+    return isinstance(kind, Mapping) and kind.get("kind") == "Pod" and not kind.get("group")
+
+
+def _pod(path: Path, pod: Any, what: str) -> Any:
+    """The pod as the apiserver would send it (null fields dropped); one that it could not have
+    decoded (``spec.containers: 7``) is refused in one line rather than decided on a shape no
+    cluster sends."""
+    pod = shapes.without_nulls(pod)
+    if found := shapes.problem(pod, "V1Pod", what):
+        raise InputError(f"{path}: not a Pod the apiserver would send: {found}")
+    return pod
 
 
 def load_snapshot_objects(path: Path) -> list[Obj]:

@@ -3,8 +3,8 @@
 They run only for the operators named in ``$PODIUM_E2E_OPERATORS`` (comma-separated build
 names, or ``all``): building all seven operators cold takes a long while, so they are opt-in.
 `operator_cluster` is a control plane of its own (the suite's ``local_cluster`` installs the
-shared CRDs, including a clashing MPIJob, and no operator); `operator_pool` starts operators on
-demand and stops them at the end of the session.
+CRDs of testbed/crds, including a clashing MPIJob, and no operator); `operator_pool` starts
+operators on demand and stops them at the end of the session.
 """
 
 from __future__ import annotations
