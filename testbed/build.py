@@ -43,6 +43,7 @@ from testbed.gobuild.components import (
     monitoring_crds,
 )
 from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
+from testbed.gobuild.karpenter import build_karpenter
 from testbed.gobuild.operators import OPERATORS, QUEUEING, OperatorRecipe, build_operator
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "build",
     "build_controlplane",
     "build_helm",
+    "build_karpenter",
     "build_operator",
     "build_oracle",
     "build_promtool",
@@ -67,6 +69,7 @@ __all__ = [
     "for_tests",
     "go_available",
     "helm_binary",
+    "karpenter_binary",
     "main",
     "monitoring_crds",
     "oracle_binary",
@@ -74,7 +77,15 @@ __all__ = [
 ]
 
 #: Every name the builder knows, in the order `main` builds them without arguments.
-NAMES: tuple[str, ...] = ("controlplane", "helm", "promtool", *OPERATORS, *QUEUEING, *ORACLES)
+NAMES: tuple[str, ...] = (
+    "controlplane",
+    "helm",
+    "promtool",
+    *OPERATORS,
+    *QUEUEING,
+    *ORACLES,
+    "karpenter",
+)
 #: Which operators and queueing systems the e2e tests run (``all``, or a comma list).
 E2E_ENV = "PODIUM_E2E_OPERATORS"
 
@@ -85,7 +96,8 @@ def for_tests(asked: str | None = None) -> list[str]:
     value = (os.environ.get(E2E_ENV, "") if asked is None else asked).strip()
     wanted = {v.strip() for v in value.split(",") if v.strip()}
     every = value in ("all", "1")
-    return [*ORACLES, *(n for n in (*OPERATORS, *QUEUEING) if every or n in wanted)]
+    chosen = [n for n in (*OPERATORS, *QUEUEING) if every or n in wanted]
+    return [*ORACLES, *chosen, "karpenter"]
 
 
 def build(name: str) -> Path:
@@ -98,6 +110,8 @@ def build(name: str) -> Path:
         return build_promtool()
     if name in ORACLES:
         return build_oracle(name)
+    if name == "karpenter":
+        return build_karpenter()
     return build_operator(name)
 
 
@@ -120,6 +134,13 @@ def promtool_binary() -> Path:
     if from_env := os.environ.get("PODIUM_PROMTOOL"):
         return Path(from_env)
     return build_promtool()
+
+
+def karpenter_binary() -> Path:
+    """``$PODIUM_KARPENTER``, else Karpenter's KWOK provider (built if needed)."""
+    if from_env := os.environ.get("PODIUM_KARPENTER"):
+        return Path(from_env)
+    return build_karpenter() / "bin" / "karpenter-kwok"
 
 
 def oracle_binary(name: str = "oracle") -> Path:
