@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from webhook.core import (
     adapters,
+    buffers,
     labels,
     mutation,
     podgroups,
@@ -141,6 +142,10 @@ class Plan:
     waits: tuple[Wait, ...]
     #: Held pods per gang key this pass, for the next pass's ``stable``.
     counts: Mapping[str, int]
+    #: ``capacity-buffers: on``: the buffer each held gang that fits nowhere should have
+    #: (``buffers.Grower``), and podium's buffers no gang wants any more (to delete).
+    grow: tuple[buffers.Want, ...] = ()
+    unwanted: tuple[buffers.Existing, ...] = ()
 
 
 def held_gangs(view: ClusterView, settings: Settings) -> list[HeldGang]:
@@ -193,8 +198,9 @@ def plan(
     pod counts of the previous pass; ``only``: decide for these gang keys alone (``podium
     release``)."""
     gangs = [h for h in held_gangs(view, settings) if only is None or h.key in only]
+    grower = buffers.Grower(view, settings, now)
     if not gangs:
-        return Plan((), (), {})
+        return Plan((), (), {}, unwanted=tuple(grower.unwanted()) if only is None else ())
     heading = _Heading(view, settings, now)
     releases: list[Release] = []
     waits: list[Wait] = []
@@ -222,20 +228,26 @@ def plan(
             heading.add(zone, held.gang.demand)
             continue
         waiting = sum(1 for w in waits if w.position) + 1
+        grown = _grow(grower, held, view, fit, heading)
+        if isinstance(grown, buffers.Want) and grown.zone is not None:
+            head = head if head or settings.hold_order is HoldOrder.FIT_FIRST else grown.zone
+            waits.append(_waiting_for_buffer(held, fit, grown, waiting, settings))
+            continue
         if not fit.could_hold:
             if settings.too_big is TooBig.SPREAD:
                 releases.append(_spread(held, view, settings, now, fit))
             else:
-                waits.append(_too_big(held, fit))
+                waits.append(_noted(_too_big(held, fit), grown))
             continue
         if _timed_out(held, settings, now):
             releases.append(_timeout(held, view, settings, now, fit))
             continue
         if head is None and settings.hold_order is HoldOrder.OLDEST_FIRST:
             head = fit.closest
-        waits.append(_waiting(held, fit, waiting, head_zone=head))
+        waits.append(_noted(_waiting(held, fit, waiting, head_zone=head), grown))
     counts = {h.key: len(h.held) for h in gangs}
-    return Plan(tuple(releases), tuple(waits), counts)
+    unwanted = tuple(grower.unwanted()) if only is None else ()
+    return Plan(tuple(releases), tuple(waits), counts, tuple(grower.wants), unwanted)
 
 
 def may_release(event: str, obj: Obj) -> bool:
@@ -617,6 +629,52 @@ def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None)
     if position == 1 and head_zone:
         why += f" (first: {head_zone} is kept for it)"
     return Wait(held=held, why=why, position=position, best_zone=zone, best_free=free)
+
+
+# -- capacity buffers (``buffers``) -----------------------------------------------------------
+
+
+def _grow(
+    grower: buffers.Grower, held: HeldGang, view: ClusterView, fit: _Fit, heading: _Heading
+) -> buffers.Want | buffers.Refused | None:
+    """The buffer a ready gang that fits no zone should have (``buffers.Grower.ask``), from
+    the room per node of each zone its pods may use, the pods heading there counted."""
+    if not grower.on:
+        return None
+    constraint = _constraint(held)
+    rooms = {
+        zone: heading.room(zone, nodes, fit.primary)
+        for zone, nodes in view.candidate_zones(constraint).items()
+    }
+    return grower.ask(
+        namespace=held.namespace,
+        name=held.record_name,
+        gang=held.gang,
+        held=held.held,
+        primary=fit.primary,
+        rooms=rooms,
+    )
+
+
+def _waiting_for_buffer(
+    held: HeldGang, fit: _Fit, want: buffers.Want, position: int, settings: Settings
+) -> Wait:
+    """A gang that waits for the autoscaler to grow the zone its buffer asks."""
+    assert want.zone is not None
+    until = want.since + timedelta(seconds=settings.buffer_deadline_seconds)
+    why = (
+        f"needs {_needs(held.gang, fit.primary)} in one zone and no zone has room; "
+        f"{want.detail}: {buffers.provisioning_note(want.existing)}; asked until "
+        f"{until.astimezone(UTC).isoformat(timespec='seconds')}; {_ordinal(position)} in line"
+    )
+    zone, free = want.zone, fit.zones[want.zone].free if want.zone in fit.zones else 0
+    return Wait(held=held, why=why, position=position, best_zone=zone, best_free=free)
+
+
+def _noted(wait: Wait, grown: buffers.Want | buffers.Refused | None) -> Wait:
+    """``wait`` with what became of its buffer (refused, stopped) said after its why."""
+    note = grown.why if isinstance(grown, buffers.Refused) else grown.detail if grown else ""
+    return dataclasses.replace(wait, why=f"{wait.why}; {note}") if note else wait
 
 
 def _needs(gang: Gang, primary: str) -> str:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from webhook.core import adapters, policies
+from webhook.core import adapters, buffers, policies
 from webhook.core.objects import EventType, Obj, metadata_of
 from webhook.core.view import ClusterView
 from webhook.kube import errors
@@ -52,6 +52,12 @@ CILIUM_CRD = Resource(
     optional=True,
 )
 
+#: podium's CapacityBuffers (``capacity-buffers: on``, ``core.buffers``). Optional: a cluster
+#: without the CRD (no Karpenter, no Cluster Autoscaler that serves it) holds nothing back.
+BUFFERS = Resource(
+    buffers.API_VERSION, buffers.KIND, "capacitybuffers", label_selector=MANAGED, optional=True
+)
+
 #: Everything a decision reads: the cluster's shape, what the framework adapters read (the jobs
 #: that own training pods and the objects between; each adapter declares its own), and
 #: podium's own records and policies.
@@ -66,6 +72,7 @@ WATCHED: tuple[Resource, ...] = (
     ),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", label_selector=MANAGED),
     CILIUM_CRD,
+    BUFFERS,
 )
 
 

@@ -35,7 +35,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 
 from webhook.core import audit, labels, release
@@ -45,7 +45,7 @@ from webhook.core.objects import Obj, metadata_of, name_of
 from webhook.core.policies import Manifest
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
-from webhook.serve import loops, writer
+from webhook.serve import buffers, loops, writer
 
 log = logging.getLogger("podium.releaser")
 
@@ -108,7 +108,11 @@ class Releaser(loops.LeaderPass):
             return []
         now = self.clock()
         planned = release.plan(view, self.settings, now=now, stable=self.memory.counts)
-        entries = [await self.execute(r, now=now) for r in planned.releases]
+        entries = await self._buffers(buffers.remove(self.api, planned, now=now, user=self.user))
+        entries += [await self.execute(r, now=now) for r in planned.releases]
+        entries += await self._buffers(
+            buffers.write(self.api, planned, now=now, user=self.user, settings=self.settings)
+        )
         if woken:
             return entries
         self.memory, changed = self.memory.counted(planned.counts).report(
@@ -119,6 +123,11 @@ class Releaser(loops.LeaderPass):
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
         return entries
+
+    async def _buffers(self, step: Awaitable[list[audit.AuditEntry]]) -> list[audit.AuditEntry]:
+        """Audit (and so report) what a buffer step did (``serve.buffers``): deleting the buffers
+        no gang wants before any release, writing those that changed after."""
+        return [self.write(entry) for entry in await step]
 
     def _caught_up(self, view: ClusterView) -> bool:
         """The view shows every pod this replica ungated as released (or gone). Until it does,
