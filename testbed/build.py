@@ -4,15 +4,16 @@
     python -m testbed.build --for-tests
 
 ``--for-tests`` builds what only some tests need, in the order they need it: the two Cilium
-verdict oracles, then the operators and Kueue that ``$PODIUM_E2E_OPERATORS`` asks to test
-(``all``, or a comma list of names). ``make test`` runs it in the background from the start, so
-that those builds overlap the control plane's and the rest of the suite instead of running one
-after the other inside it.
+verdict oracles, then the operators ``$PODIUM_E2E_OPERATORS`` asks to test (``all``, or a comma
+list of names), Karpenter's KWOK provider (always), then Kueue if asked. ``make test`` runs it
+in the background from the start, so that those builds overlap the control plane's and the rest
+of the suite instead of running one after the other inside it.
 
 Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
 kwok's default stages), ``helm``, ``promtool`` (Prometheus' rule checker, without service
-discovery), the seven operators (`OPERATORS`), Kueue (`QUEUEING`) and the two Cilium verdict
-oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it built (a bin dir, a
+discovery), the seven operators (`OPERATORS`), Kueue (`QUEUEING`), the two Cilium verdict
+oracles (``oracle``, ``oracle115``) and ``karpenter`` (Karpenter's KWOK provider,
+`testbed.gobuild.karpenter`). stdout gets one line per name, what it built (a bin dir, a
 binary, an operator's dir); progress goes to stderr.
 
 Versions are pinned by the wrapper modules under ``testbed/modules/`` (their go.mod and go.sum):
@@ -92,12 +93,16 @@ E2E_ENV = "PODIUM_E2E_OPERATORS"
 
 def for_tests(asked: str | None = None) -> list[str]:
     """What only some tests need (``--for-tests``): the oracles, then what ``asked`` (default
-    ``$PODIUM_E2E_OPERATORS``) names of the operators and Kueue, in `NAMES` order."""
+    ``$PODIUM_E2E_OPERATORS``) names of the operators, Karpenter's KWOK provider, then Kueue
+    if asked."""
     value = (os.environ.get(E2E_ENV, "") if asked is None else asked).strip()
     wanted = {v.strip() for v in value.split(",") if v.strip()}
     every = value in ("all", "1")
-    chosen = [n for n in (*OPERATORS, *QUEUEING) if every or n in wanted]
-    return [*ORACLES, *chosen, "karpenter"]
+    operators = [n for n in OPERATORS if every or n in wanted]
+    queueing = [n for n in QUEUEING if every or n in wanted]
+    # The order the e2e tests need them in (tests/e2e/conftest.py): the real-operator tests,
+    # then test_karpenter.py (always: Karpenter is not optional), then test_kueue.py.
+    return [*ORACLES, *operators, "karpenter", *queueing]
 
 
 def build(name: str) -> Path:
