@@ -21,14 +21,16 @@ taint and kube-scheduler binds. Karpenter acts only on pods the scheduler marked
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from testbed import build
 from testbed.controlplane import ControlPlaneError, LocalCluster
+from testbed.controlplane import crd_files as training_crd_files
 from testbed.gobuild.karpenter import CRD_DIR, CRD_SOURCES
 from testbed.processes import HOST, Process, StartStop, free_port, port_free
 
@@ -36,6 +38,7 @@ __all__ = [
     "CRD_DIR",
     "NODE_CLASS",
     "Karpenter",
+    "autoscaled_cluster",
     "crd_files",
     "gpu_instance_type",
     "install",
@@ -209,3 +212,33 @@ class Karpenter(StartStop):
 
     def tail(self, lines: int = 40) -> str:
         return self.process.tail(lines) if self.process is not None else "(not started)"
+
+
+#: The one NodePool `autoscaled_cluster` makes, and its one instance type.
+POOL = "gpu"
+INSTANCE_TYPE = "gpu-8x"
+
+
+@contextlib.contextmanager
+def autoscaled_cluster(
+    bin_dir: Path, work_dir: Path, *, zones: Sequence[str] = ("zone-a", "zone-b"), gpus: int = 8
+) -> Iterator[LocalCluster]:
+    """A `LocalCluster` with one ``gpus``-GPU node per zone, the training CRDs and Karpenter's,
+    a Ready KWOKNodeClass, the NodePool `POOL` over ``zones`` (one instance type of ``gpus``
+    GPUs offered in each), and Karpenter running; all stopped afterwards."""
+    with LocalCluster(bin_dir, work_dir / "controlplane") as cluster:
+        cluster.create_fake_nodes({zone: [gpus] for zone in zones})
+        cluster.install_crds([*training_crd_files(), *crd_files()])
+        cluster.apply(node_class())
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "reason": "Ready",
+            "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        cluster.apply({**node_class(), "status": {"conditions": [ready]}}, subresource="status")
+        cluster.apply(node_pool(POOL, zones=zones))
+        types = [gpu_instance_type(INSTANCE_TYPE, gpus=gpus, zones=zones)]
+        with Karpenter(cluster, work_dir / "karpenter", types):
+            yield cluster

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from testbed import karpenter
-from testbed.controlplane import ApiError, LocalCluster, crd_files
+from testbed.controlplane import ApiError, LocalCluster
 from testbed.podium import Podium, opted_in_namespace, serving
 from tests.builders import owner_ref
 
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e
 
 ZONE = "topology.kubernetes.io/zone"
 ZONES = ("zone-a", "zone-b")
-POOL = "gpu"
+POOL = karpenter.POOL
 BUFFERS = "/apis/autoscaling.x-k8s.io/v1beta1/namespaces/{ns}/capacitybuffers"
 TEMPLATES = "/api/v1/namespaces/{ns}/podtemplates"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
@@ -58,24 +58,8 @@ def grown_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     """The control plane with one 8-GPU node per zone, the training CRDs and Karpenter's, a
     Ready KWOKNodeClass and the NodePool, and Karpenter running."""
     work = tmp_path_factory.mktemp("karpenter")
-    with LocalCluster(controlplane_or_skip(), work / "controlplane") as cluster:
-        cluster.create_fake_nodes({zone: [8] for zone in ZONES})
-        cluster.install_crds([*crd_files(), *karpenter.crd_files()])
-        cluster.apply(karpenter.node_class())
-        ready = {
-            "type": "Ready",
-            "status": "True",
-            "reason": "Ready",
-            "message": "",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }
-        cluster.apply(
-            {**karpenter.node_class(), "status": {"conditions": [ready]}}, subresource="status"
-        )
-        cluster.apply(karpenter.node_pool(POOL, zones=ZONES))
-        types = [karpenter.gpu_instance_type("gpu-8x", gpus=8, zones=ZONES)]
-        with karpenter.Karpenter(cluster, work / "karpenter", types):
-            yield cluster
+    with karpenter.autoscaled_cluster(controlplane_or_skip(), work, zones=ZONES) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
