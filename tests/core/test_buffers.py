@@ -17,7 +17,13 @@ from tests.builders import NodeBuilder, PodBuilder, namespace
 from tests.core.test_release import held_job, hogs, plan
 from tests.scenarios import NS
 from webhook.core import buffers, labels, release
-from webhook.core.settings import BufferDeadline, CapacityBuffers, Settings, ZoneChooser
+from webhook.core.settings import (
+    BufferDeadline,
+    CapacityBuffers,
+    Settings,
+    SettingsError,
+    ZoneChooser,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=30)
@@ -286,3 +292,32 @@ def test_a_pod_behind_no_gate_is_not_asked_for() -> None:
     """Bound pods of other work are never in a buffer: only held gangs are."""
     objects = [*nodes(zone_a=1), PodBuilder(NS, name="lone").gpus(8).obj()]
     assert plan(objects, NOW, ON).grow == ()
+
+
+@settings(max_examples=80, deadline=None)
+@given(value=st.one_of(st.integers(-5, 10_000), st.booleans(), st.text(max_size=4), st.none()))
+def test_the_caps_are_whole_numbers_zero_or_more(value: object) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    for key in ("buffer-max-per-gang", "buffer-max-total"):
+        try:
+            loaded = Settings.from_mapping({key: value})
+        except SettingsError:
+            assert not ok
+        else:
+            assert ok and getattr(loaded, key.replace("-", "_")) == value
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("on", CapacityBuffers.ON), (True, CapacityBuffers.ON), (False, CapacityBuffers.OFF)],
+)
+def test_capacity_buffers_reads_on_and_off_quoted_or_not(
+    raw: object, expected: CapacityBuffers
+) -> None:
+    assert Settings.from_mapping({"capacity-buffers": raw}).capacity_buffers is expected
+    assert Settings().capacity_buffers is CapacityBuffers.OFF
+    loaded = Settings.from_mapping(
+        {"buffer-zones": ["zone-a"], "buffer-on-deadline": "hold-timeout"}
+    )
+    assert loaded.buffer_zones == frozenset({"zone-a"})
+    assert loaded.buffer_on_deadline is BufferDeadline.HOLD_TIMEOUT
