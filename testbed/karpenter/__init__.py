@@ -221,13 +221,18 @@ INSTANCE_TYPE = "gpu-8x"
 
 @contextlib.contextmanager
 def autoscaled_cluster(
-    bin_dir: Path, work_dir: Path, *, zones: Sequence[str] = ("zone-a", "zone-b"), gpus: int = 8
+    bin_dir: Path,
+    work_dir: Path,
+    *,
+    zones: Sequence[str] = ("zone-a", "zone-b"),
+    gpus: int = 8,
+    nodes: int = 1,
 ) -> Iterator[LocalCluster]:
-    """A `LocalCluster` with one ``gpus``-GPU node per zone, the training CRDs and Karpenter's,
-    a Ready KWOKNodeClass, the NodePool `POOL` over ``zones`` (one instance type of ``gpus``
-    GPUs offered in each), and Karpenter running; all stopped afterwards."""
+    """A `LocalCluster` with ``nodes`` ``gpus``-GPU nodes per zone, the training CRDs and
+    Karpenter's, a Ready KWOKNodeClass, the NodePool `POOL` over ``zones`` (one instance type of
+    ``gpus`` GPUs offered in each), and Karpenter running; all stopped afterwards."""
     with LocalCluster(bin_dir, work_dir / "controlplane") as cluster:
-        cluster.create_fake_nodes({zone: [gpus] for zone in zones})
+        cluster.create_fake_nodes({zone: [gpus] * nodes for zone in zones})
         cluster.install_crds([*training_crd_files(), *crd_files()])
         cluster.apply(node_class())
         ready = {

@@ -49,7 +49,7 @@ def existing(
     want: buffers.Want, *, created: datetime, provisioning: tuple[str, str, str] | None = None
 ) -> list[dict[str, Any]]:
     """The template and buffer the releaser wrote for ``want``, as the view then holds them."""
-    template, buffer = want.manifests(OFF.zone_label)
+    template, buffer = want.manifests()
     buffer["metadata"]["uid"] = f"uid-{want.name}"
     buffer["metadata"]["creationTimestamp"] = created.isoformat()
     if provisioning is not None:
@@ -87,7 +87,7 @@ def test_a_gang_no_zone_holds_gets_one_buffer_pinned_to_the_zone_to_grow() -> No
     assert (want.zone, want.replicas, want.new_nodes) == ("zone-b", 4, 2)
     assert not wait.too_big and wait.position == 1
     assert "CapacityBuffer" in wait.why and "zone-b" in wait.why
-    template, buffer = want.manifests(ON.zone_label)
+    template, buffer = want.manifests()
     job_uid = objects[-1]["metadata"]["ownerReferences"][0]["uid"]
     for obj in (template, buffer):
         assert obj["metadata"]["ownerReferences"][0]["uid"] == job_uid
@@ -151,7 +151,7 @@ def test_the_pods_own_node_selection_narrows_the_zones() -> None:
             }
     want = only_want(plan(objects, NOW, ON))
     assert want.zone == "zone-a"
-    affinity = want.manifests(ON.zone_label)[0]["template"]["spec"]["affinity"]
+    affinity = want.manifests()[0]["template"]["spec"]["affinity"]
     assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
 
 
@@ -199,7 +199,7 @@ def test_a_buffer_keeps_its_zone_until_its_deadline_then_the_next_zone_then_stop
     p = plan(both, at, settings)
     stopped = only_want(p)
     assert (stopped.zone, stopped.tried, stopped.replicas) == (None, ("zone-a", "zone-b"), 0)
-    assert stopped.manifests(ON.zone_label)[1]["spec"]["replicas"] == 0
+    assert stopped.manifests()[1]["spec"]["replicas"] == 0
     (wait,) = p.waits
     assert wait.too_big and "brought no room" in wait.why
     # then the hold-timeout applies as without buffers (here: still within it)

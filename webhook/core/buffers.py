@@ -20,7 +20,7 @@ The rules:
 * **Which zone**: the one where the fewest new nodes make the gang fit — its pods packed first
   onto the zone's free room (less the pods already heading there, as the release plan counts
   it), the rest onto new nodes shaped like the zone's largest node (else the cluster's);
-  ties: fewer pods left over, then the zone's name. A zone is kept once asked, until its
+  ties: the zone's name. A zone is kept once asked, until its
   deadline.
 * **How many**: ``replicas`` is every pod of the gang that asks for the primary resource (with
   one pod shape: the widest pod's, the gang's need divided by its request, rounded up). Not
@@ -179,7 +179,7 @@ class Want:
             or old.tried != self.tried
         )
 
-    def manifests(self, zone_label: str) -> tuple[Manifest, Manifest]:
+    def manifests(self) -> tuple[Manifest, Manifest]:
         """The PodTemplate and the CapacityBuffer, owned by the job and labelled as podium's."""
         owner = self.gang.owner.as_owner_reference()
         meta_labels = {
@@ -222,7 +222,6 @@ class Want:
                 "replicas": self.replicas if self.live else 0,
             },
         }
-        del zone_label  # the zone is in the template's spec already
         return template, buffer
 
 

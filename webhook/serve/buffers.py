@@ -80,7 +80,7 @@ async def write(
     for want in plan.grow:
         if not want.changed:
             continue
-        template, buffer = want.manifests(settings.zone_label)
+        template, buffer = want.manifests()
         effects: list[EffectEntry] = []
         error = None
         try:
