@@ -20,8 +20,7 @@ The rules:
 * **Which zone**: the one where the fewest new nodes make the gang fit — its pods packed first
   onto the zone's free room (less the pods already heading there, as the release plan counts
   it), the rest onto new nodes shaped like the zone's largest node (else the cluster's);
-  ties: the zone's name. A zone is kept once asked, until its
-  deadline.
+  ties: the zone's name. A zone is kept once asked, until its deadline.
 * **How many**: ``replicas`` is every pod of the gang that asks for the primary resource (with
   one pod shape: the widest pod's, the gang's need divided by its request, rounded up). Not
   only those that do not fit: the autoscaler puts buffer pods on existing free room before it
