@@ -70,3 +70,21 @@ async def test_the_buffer_goes_before_any_pod_of_its_gang_is_ungated(now: dateti
     assert (gone["action"], gone["reason"]) == ("unbuffer", serve_buffers.DELETED)
     assert [e["outcome"] for e in gone["effects"]] == ["deleted", "deleted"]
     assert not [k for k in world.kinds() if k in (buffers.KIND, buffers.TEMPLATE_KIND)]
+
+
+async def test_a_buffer_whose_gang_went_is_deleted_and_reported_on_its_job(now: datetime) -> None:
+    world = world_on([*nodes(zone_a=1, zone_b=1), *held_job("big", 4, now)], now)
+    await world.pass_()
+    for pod in world.pods():
+        world.api.objects.pop(("", "Pod", pod["metadata"]["namespace"], pod["metadata"]["name"]))
+    entries = await world.pass_()
+    (gone,) = entries
+    assert (gone["action"], gone["reason"], gone["result"]) == (
+        "unbuffer",
+        "buffer-deleted",
+        "deleted",
+    )
+    assert "no held gang" in gone["detail"]
+    (event,) = events.build(gone, instance="podium-0", now=now)
+    assert event["regarding"]["kind"] == "PyTorchJob" and event["regarding"]["name"] == "big"
+    assert not [k for k in world.kinds() if k in (buffers.KIND, buffers.TEMPLATE_KIND)]

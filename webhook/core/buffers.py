@@ -83,6 +83,8 @@ class Existing:
     #: The autoscaler's ``Provisioning`` condition: (status, reason, message), or None.
     provisioning: tuple[str, str, str] | None
     uid: str = ""
+    #: The job that owns it: (apiVersion, kind, name, uid), or None.
+    owner: tuple[str, str, str, str] | None = None
 
     @classmethod
     def from_object(cls, obj: Obj, primary: str) -> Existing:
@@ -118,6 +120,19 @@ class Existing:
                 else None
             ),
             uid=str(meta.get("uid") or ""),
+            owner=next(
+                (
+                    (
+                        str(r.get("apiVersion")),
+                        str(r.get("kind")),
+                        str(r.get("name")),
+                        str(r.get("uid")),
+                    )
+                    for r in meta.get("ownerReferences") or []
+                    if isinstance(r, Mapping) and r.get("kind") and r.get("name")
+                ),
+                None,
+            ),
         )
 
     def target(self) -> Manifest:

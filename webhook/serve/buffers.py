@@ -52,9 +52,7 @@ async def remove(api: Objects, plan: Plan, *, now: datetime, user: str) -> list[
             if release is not None
             else "no held gang of this job needs it any more"
         )
-        job: audit.JobRef = (
-            audit.job_ref(release.held.gang) if release is not None else {"gang": old.gang_key}
-        )
+        job = audit.job_ref(release.held.gang) if release is not None else _job_of(old)
         entries.append(
             audit.buffered(
                 time=now,
@@ -110,6 +108,16 @@ async def write(
             )
         )
     return entries
+
+
+def _job_of(old: buffers.Existing) -> audit.JobRef:
+    """The job a buffer no gang wants belongs to, from its ownerReference (its Events regard
+    the job)."""
+    ref: audit.JobRef = {"gang": old.gang_key}
+    if old.owner is not None:
+        api_version, kind, name, uid = old.owner
+        ref.update({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid})
+    return ref
 
 
 def _reason(want: buffers.Want) -> str:
