@@ -35,6 +35,11 @@ plan out. The rules, in the order they apply:
   backfill only into other zones. Small gangs thus use room a big one cannot use yet, never the
   zone it waits for; one head per pass. With ``fit-first`` there is no head: every gang that
   fits somewhere goes.
+* **Buffers** (``capacity-buffers: on``, ``buffers``). A ready gang that fits no zone, before the
+  rules below, gets a CapacityBuffer in the zone where the fewest new nodes make it fit: it waits
+  for the autoscaler as the head (that zone kept for it), and neither the too-big wait nor the
+  timeout applies while its buffer asks. A gang over a cap, or whose buffer was stopped at its
+  deadline, goes on to the rules below, its why saying so.
 * **Too big.** A gang no zone could hold even empty waits, said at once, until an admin acts
   (``too-big: hold``), or is released unpinned with a job-wide policy (``too-big: spread``).
 * **Timeout.** A gang held longer than ``hold-timeout-seconds`` that still fits nowhere is
