@@ -88,3 +88,17 @@ async def test_a_buffer_whose_gang_went_is_deleted_and_reported_on_its_job(now: 
     (event,) = events.build(gone, instance="podium-0", now=now)
     assert event["regarding"]["kind"] == "PyTorchJob" and event["regarding"]["name"] == "big"
     assert not [k for k in world.kinds() if k in (buffers.KIND, buffers.TEMPLATE_KIND)]
+
+
+async def test_without_the_crd_the_refusal_is_audited_once_and_nothing_is_left(
+    now: datetime,
+) -> None:
+    world = world_on([*nodes(zone_a=1, zone_b=1), *held_job("big", 4, now)], now)
+    world.api.missing_kinds.add(buffers.KIND)
+    (entry,) = [e for e in await world.pass_() if e["outcome"] == "buffer"]
+    assert [e["outcome"] for e in entry["effects"]] == ["created", "skipped-crd-missing", "deleted"]
+    assert entry["result"] == "skipped-crd-missing"
+    assert buffers.TEMPLATE_KIND not in world.kinds()
+    world.now = now + timedelta(seconds=5)
+    assert [e for e in await world.pass_() if e["outcome"] == "buffer"] == []
+    assert world.gated() == [p["metadata"]["name"] for p in world.pods()]

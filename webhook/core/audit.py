@@ -309,8 +309,9 @@ def buffered(
         error=error,
     )
     entry["action"] = action
-    last = effects[-1]["outcome"] if effects else ""
-    entry["result"] = failed(error) if error is not None else str(last)
+    buffer = [e for e in effects if e.get("kind") == "CapacityBuffer"] or effects
+    done = buffer[-1]["outcome"] if buffer else ""
+    entry["result"] = failed(error) if error is not None else str(done)
     return entry
 
 

@@ -11,12 +11,14 @@ each write ``skipped-crd-missing``; nothing else changes. Every step is one audi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
 from webhook.core import audit, buffers
-from webhook.core.audit import EffectEntry
+from webhook.core.audit import EffectEntry, EffectOutcome
 from webhook.core.objects import Obj
 from webhook.core.release import Plan
 from webhook.core.settings import Settings
@@ -26,6 +28,8 @@ from webhook.serve import writer
 
 log = logging.getLogger("podium.buffers")
 
+#: How long after the apiserver said it serves no CapacityBuffers podium asks again.
+MISSING_RETRY_SECONDS = 300.0
 #: ``reason`` of a buffer entry.
 ASKED = "buffer-asked"
 MOVED = "buffer-moved"
@@ -70,13 +74,30 @@ async def remove(api: Objects, plan: Plan, *, now: datetime, user: str) -> list[
     return entries
 
 
+@dataclasses.dataclass(slots=True)
+class KindMissing:
+    """Until when (``time.monotonic()``) no buffer is written: the apiserver said it does not
+    serve CapacityBuffers (no CRD). Without it every pass would write and audit the same
+    refusal again."""
+
+    until: float = 0.0
+
+
 async def write(
-    api: Objects, plan: Plan, *, now: datetime, user: str, settings: Settings
+    api: Objects,
+    plan: Plan,
+    *,
+    now: datetime,
+    user: str,
+    settings: Settings,
+    missing: KindMissing | None = None,
 ) -> list[audit.AuditEntry]:
-    """Create or overwrite the buffers whose wanted state differs from the view's."""
+    """Create or overwrite the buffers whose wanted state differs from the view's. Where the
+    CapacityBuffer kind is missing, the template just written is deleted again and no buffer is
+    written for ``MISSING_RETRY_SECONDS`` (one audit entry per gang and period)."""
     entries = []
     for want in plan.grow:
-        if not want.changed:
+        if not want.changed or (missing is not None and time.monotonic() < missing.until):
             continue
         template, buffer = want.manifests()
         effects: list[EffectEntry] = []
@@ -88,7 +109,12 @@ async def write(
                 effects.append(written.effect())
             written = await writer.create_or_replace(api, buffer, optional=True)
             effects.append(written.effect())
-            if not want.live:
+            if written.outcome is EffectOutcome.KIND_MISSING:
+                if missing is not None:
+                    missing.until = time.monotonic() + MISSING_RETRY_SECONDS
+                if want.live:
+                    effects.append((await writer.delete(api, _target(template))).effect())
+            elif not want.live:
                 effects.append((await writer.delete(api, _target(template))).effect())
         except errors.ApiError as err:
             error = str(err)

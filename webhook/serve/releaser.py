@@ -76,6 +76,10 @@ class Releaser(loops.LeaderPass):
     #: gated, the why last reported per waiting gang and written on each held pod, the held pod
     #: counts of the previous pass. Each step of a pass reads it and replaces it.
     memory: Expectations = dataclasses.field(default_factory=Expectations, init=False)
+    #: ``capacity-buffers: on`` where the apiserver serves no CapacityBuffers: when to ask again.
+    buffer_kind_missing: buffers.KindMissing = dataclasses.field(
+        default_factory=buffers.KindMissing, init=False
+    )
     #: Set by `notice` when a watch event may let a held gang go: `run` passes at once.
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
 
@@ -111,7 +115,14 @@ class Releaser(loops.LeaderPass):
         entries = await self._buffers(buffers.remove(self.api, planned, now=now, user=self.user))
         entries += [await self.execute(r, now=now) for r in planned.releases]
         entries += await self._buffers(
-            buffers.write(self.api, planned, now=now, user=self.user, settings=self.settings)
+            buffers.write(
+                self.api,
+                planned,
+                now=now,
+                user=self.user,
+                settings=self.settings,
+                missing=self.buffer_kind_missing,
+            )
         )
         if woken:
             return entries
