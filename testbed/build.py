@@ -4,15 +4,16 @@
     python -m testbed.build --for-tests
 
 ``--for-tests`` builds what only some tests need, in the order they need it: the two Cilium
-verdict oracles, then the operators and Kueue that ``$PODIUM_E2E_OPERATORS`` asks to test
-(``all``, or a comma list of names). ``make test`` runs it in the background from the start, so
-that those builds overlap the control plane's and the rest of the suite instead of running one
-after the other inside it.
+verdict oracles, then the operators ``$PODIUM_E2E_OPERATORS`` asks to test (``all``, or a comma
+list of names), Karpenter's KWOK provider (always), then Kueue if asked. ``make test`` runs it
+in the background from the start, so that those builds overlap the control plane's and the rest
+of the suite instead of running one after the other inside it.
 
 Names: ``controlplane`` (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
 kwok's default stages), ``helm``, ``promtool`` (Prometheus' rule checker, without service
-discovery), the seven operators (`OPERATORS`), Kueue (`QUEUEING`) and the two Cilium verdict
-oracles (``oracle``, ``oracle115``). stdout gets one line per name, what it built (a bin dir, a
+discovery), the seven operators (`OPERATORS`), Kueue (`QUEUEING`), the two Cilium verdict
+oracles (``oracle``, ``oracle115``) and ``karpenter`` (Karpenter's KWOK provider,
+`testbed.gobuild.karpenter`). stdout gets one line per name, what it built (a bin dir, a
 binary, an operator's dir); progress goes to stderr.
 
 Versions are pinned by the wrapper modules under ``testbed/modules/`` (their go.mod and go.sum):
@@ -43,6 +44,7 @@ from testbed.gobuild.components import (
     monitoring_crds,
 )
 from testbed.gobuild.go import RECIPE, BuildError, GoMissing, go_available
+from testbed.gobuild.karpenter import build_karpenter
 from testbed.gobuild.operators import OPERATORS, QUEUEING, OperatorRecipe, build_operator
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "build",
     "build_controlplane",
     "build_helm",
+    "build_karpenter",
     "build_operator",
     "build_oracle",
     "build_promtool",
@@ -67,6 +70,7 @@ __all__ = [
     "for_tests",
     "go_available",
     "helm_binary",
+    "karpenter_binary",
     "main",
     "monitoring_crds",
     "oracle_binary",
@@ -74,18 +78,31 @@ __all__ = [
 ]
 
 #: Every name the builder knows, in the order `main` builds them without arguments.
-NAMES: tuple[str, ...] = ("controlplane", "helm", "promtool", *OPERATORS, *QUEUEING, *ORACLES)
+NAMES: tuple[str, ...] = (
+    "controlplane",
+    "helm",
+    "promtool",
+    *OPERATORS,
+    *QUEUEING,
+    *ORACLES,
+    "karpenter",
+)
 #: Which operators and queueing systems the e2e tests run (``all``, or a comma list).
 E2E_ENV = "PODIUM_E2E_OPERATORS"
 
 
 def for_tests(asked: str | None = None) -> list[str]:
     """What only some tests need (``--for-tests``): the oracles, then what ``asked`` (default
-    ``$PODIUM_E2E_OPERATORS``) names of the operators and Kueue, in `NAMES` order."""
+    ``$PODIUM_E2E_OPERATORS``) names of the operators, Karpenter's KWOK provider, then Kueue
+    if asked."""
     value = (os.environ.get(E2E_ENV, "") if asked is None else asked).strip()
     wanted = {v.strip() for v in value.split(",") if v.strip()}
     every = value in ("all", "1")
-    return [*ORACLES, *(n for n in (*OPERATORS, *QUEUEING) if every or n in wanted)]
+    operators = [n for n in OPERATORS if every or n in wanted]
+    queueing = [n for n in QUEUEING if every or n in wanted]
+    # The order the e2e tests need them in (tests/e2e/conftest.py): the real-operator tests,
+    # then test_karpenter.py (always: Karpenter is not optional), then test_kueue.py.
+    return [*ORACLES, *operators, "karpenter", *queueing]
 
 
 def build(name: str) -> Path:
@@ -98,6 +115,8 @@ def build(name: str) -> Path:
         return build_promtool()
     if name in ORACLES:
         return build_oracle(name)
+    if name == "karpenter":
+        return build_karpenter()
     return build_operator(name)
 
 
@@ -120,6 +139,13 @@ def promtool_binary() -> Path:
     if from_env := os.environ.get("PODIUM_PROMTOOL"):
         return Path(from_env)
     return build_promtool()
+
+
+def karpenter_binary() -> Path:
+    """``$PODIUM_KARPENTER``, else Karpenter's KWOK provider (built if needed)."""
+    if from_env := os.environ.get("PODIUM_KARPENTER"):
+        return Path(from_env)
+    return build_karpenter() / "bin" / "karpenter-kwok"
 
 
 def oracle_binary(name: str = "oracle") -> Path:

@@ -366,6 +366,9 @@ def test_cluster_roles_grant_exactly_what_podium_needs() -> None:
         ("cilium.io", "ciliumnetworkpolicies"): WRITE,
         ("networking.k8s.io", "networkpolicies"): WRITE,
         ("scheduling.k8s.io", "podgroups"): {"create"},  # zone-chooser scheduler/auto
+        # capacity-buffers: on (the read rule is the watch cache's)
+        ("autoscaling.x-k8s.io", "capacitybuffers"): READ | {"create", "update", "delete"},
+        ("", "podtemplates"): {"get", "create", "update", "delete"},
         ("", "events"): {"create", "patch"},
         ("events.k8s.io", "events"): {"create", "patch"},
         # Its own webhook configuration's caBundle, and no other (the next test).

@@ -21,11 +21,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests that need the operators or Kueue last: test_demo.py, then the real-operator
-    tests, then test_kueue.py, each in collection order.
+    """Run the tests that need the operators, Karpenter or Kueue last: test_demo.py, then the
+    real-operator tests, then test_karpenter.py, then test_kueue.py, each in collection order.
 
-    ``make test`` builds the operators and Kueue in the background while the rest of the suite
-    runs (``testbed.build --for-tests``): last, they find their builds done (or wait for them).
+    ``make test`` builds the operators, Karpenter and Kueue in the background while the rest of
+    the suite runs (``testbed.build --for-tests``): last, they find their builds done (or wait
+    for them).
     test_demo.py goes before the operator tests: only one mpi-operator runs per machine (its
     health port is a fixed :8080; the runner takes a machine-wide lock for it), and the operator
     tests' session pool keeps theirs until the session ends, so the demo's own mpi-operator
@@ -38,7 +39,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return 1
         if operators in item.path.parents:
             return 2
-        return 3 if item.path == HERE / "test_kueue.py" else 0
+        if item.path == HERE / "test_karpenter.py":
+            return 3
+        return 4 if item.path == HERE / "test_kueue.py" else 0
 
     items.sort(key=stage)  # stable: collection order within each stage
 

@@ -40,6 +40,8 @@ class Outcome(enum.StrEnum):
     DENIED = "denied"
     FAIL_OPEN = "fail-open"
     RECONCILE = "reconcile"
+    #: The releaser's CapacityBuffers (``capacity-buffers: on``): asked, moved, stopped, deleted.
+    BUFFER = "buffer"
     #: The policy guard's own entries: the Cilium CRD changed, policies withheld or resumed.
     GUARD = "guard"
     #: ``build`` without a decision and without an outcome given.
@@ -275,6 +277,42 @@ def held(
         job=job,
     )
     return _releaser_step(entry, "wait", result, pods, waited_seconds)
+
+
+def buffered(
+    *,
+    time: datetime,
+    namespace: str,
+    job: JobRef,
+    zone: str | None,
+    user: str,
+    action: str,
+    reason: str,
+    detail: str,
+    effects: Sequence[EffectEntry],
+    error: str | None = None,
+) -> AuditEntry:
+    """What the releaser did to a held gang's CapacityBuffer: ``action`` ``buffer`` (asked a
+    zone, moved to another, or stopped: ``reason``) or ``unbuffer`` (deleted: the gang was
+    released, fits, or went); ``result`` is what the writer did to the buffer, or
+    ``failed: <error>``."""
+    entry = _entry(
+        time=time,
+        namespace=namespace,
+        user=user,
+        outcome="buffer",
+        reason=reason,
+        detail=detail,
+        job=job,
+        zone=zone,
+        effects=effects,
+        error=error,
+    )
+    entry["action"] = action
+    buffer = [e for e in effects if e.get("kind") == "CapacityBuffer"] or effects
+    done = buffer[-1]["outcome"] if buffer else ""
+    entry["result"] = failed(error) if error is not None else str(done)
+    return entry
 
 
 def _releaser_step(

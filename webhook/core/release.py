@@ -39,6 +39,11 @@ plan out. The rules, in the order they apply:
   backfill only into other zones. Small gangs thus use room a big one cannot use yet, never the
   zone it waits for; one head per pass. With ``fit-first`` there is no head: every gang that
   fits somewhere goes.
+* **Buffers** (``capacity-buffers: on``, ``buffers``). A ready gang that fits no zone, before the
+  rules below, gets a CapacityBuffer in the zone where the fewest new nodes make it fit: it waits
+  for the autoscaler as the head (that zone kept for it), and neither the too-big wait nor the
+  timeout applies while its buffer asks. A gang over a cap, or whose buffer was stopped at its
+  deadline, goes on to the rules below, its why saying so.
 * **Too big.** A gang no zone could hold even empty (``neverfits``: every node its pods may use
   free) waits, said at once — before its last pod exists when the job tells its size — with the
   ways out, until an admin acts (``too-big: hold``), or is released unpinned with a job-wide
@@ -54,10 +59,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from webhook.core import (
     adapters,
+    buffers,
     labels,
     mutation,
     neverfits,
@@ -72,7 +78,7 @@ from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, total
 from webhook.core.objects import Obj, parse_time, uid_of
 from webhook.core.policies import Manifest
 from webhook.core.records import Record
-from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig
+from webhook.core.settings import CapacityBuffers, HoldOrder, NoFit, Placement, Settings, TooBig
 from webhook.core.view import (
     TERMINAL_PHASES,
     ClusterView,
@@ -158,6 +164,10 @@ class Plan:
     waits: tuple[Wait, ...]
     #: Held pods per gang key this pass, for the next pass's ``stable``.
     counts: Mapping[str, int]
+    #: ``capacity-buffers: on``: the buffer each held gang that fits nowhere should have
+    #: (``buffers.Grower``), and podium's buffers no gang wants any more (to delete).
+    grow: tuple[buffers.Want, ...] = ()
+    unwanted: tuple[buffers.Existing, ...] = ()
 
 
 def held_gangs(view: ClusterView, settings: Settings) -> list[HeldGang]:
@@ -210,8 +220,9 @@ def plan(
     pod counts of the previous pass; ``only``: decide for these gang keys alone (``podium
     release``)."""
     gangs = [h for h in held_gangs(view, settings) if only is None or h.key in only]
+    grower = buffers.Grower(view, settings, now)
     if not gangs:
-        return Plan((), (), {})
+        return Plan((), (), {}, unwanted=tuple(grower.unwanted()) if only is None else ())
     heading = _Heading(view, settings, now)
     releases: list[Release] = []
     waits: list[Wait] = []
@@ -230,37 +241,38 @@ def plan(
             releases.append(followed)
             heading.add(str(followed.zone), [PodGroup(1, p.requests) for p in held.held])
             continue
-        need = needed(held, view)
-        if not _ready(held, need, stable or {}):
-            early = _never_fits_early(held, view, settings)
-            if early is not None and settings.too_big is TooBig.HOLD:
-                waits.append(_too_big(held, early, view))
-            else:
-                waits.append(_not_ready(held, need))
+        if not _ready(held, need := needed(held, view), stable or {}):
+            waits.append(_unready(held, need, view, settings))
             continue
         fit = _Fit.of(held, view, settings, heading)
-        fitting = {z: c for z, c in fit.zones.items() if c.fits and z != head}
-        if fitting:
+        if fitting := {z: c for z, c in fit.zones.items() if c.fits and z != head}:
             zone, reason = _place(fitting, fit, settings)
             release = _release(held, view, settings, now, zone=zone, reason=reason, fit=fit)
             releases.append(release)
             heading.add(zone, held.gang.demand)
             continue
-        waiting = sum(1 for w in waits if w.position) + 1
+        grown = _grow(grower, held, view, fit, heading)
+        if isinstance(grown, buffers.Want) and grown.zone is not None:
+            head = head if head or settings.hold_order is HoldOrder.FIT_FIRST else grown.zone
+            waits.append(_waiting_for_buffer(held, fit, grown, _in_line(waits), settings))
+            continue
         if not fit.could_hold:
             if settings.too_big is TooBig.SPREAD:
                 releases.append(_spread(held, view, settings, now, fit))
             else:
-                waits.append(_too_big(held, _never_fits(held, view, fit.primary), view, fit))
+                waits.append(
+                    _noted(_too_big(held, _never_fits(held, view, fit.primary), view, fit), grown)
+                )
             continue
         if _timed_out(held, settings, now):
             releases.append(_timeout(held, view, settings, now, fit))
             continue
         if head is None and settings.hold_order is HoldOrder.OLDEST_FIRST:
             head = fit.closest
-        waits.append(_waiting(held, fit, waiting, head_zone=head))
+        waits.append(_noted(_waiting(held, fit, _in_line(waits), head_zone=head), grown))
     counts = {h.key: len(h.held) for h in gangs}
-    return Plan(tuple(releases), tuple(waits), counts)
+    unwanted = tuple(grower.unwanted()) if only is None else ()
+    return Plan(tuple(releases), tuple(waits), counts, tuple(grower.wants), unwanted)
 
 
 def may_release(event: str, obj: Obj) -> bool:
@@ -665,15 +677,31 @@ def _never_fits(
     return neverfits.never_fits_on(held.gang.demand, primary, view.candidate_zones(constraint))
 
 
+def _in_line(waits: Sequence[Wait]) -> int:
+    """The place in line of the next gang that waits for room: after those already waiting."""
+    return sum(1 for w in waits if w.position) + 1
+
+
+def _unready(held: HeldGang, need: Stage | None, view: ClusterView, settings: Settings) -> Wait:
+    """Why a gang whose pods do not all exist yet waits: too big already, said at once
+    (``_never_fits_early``, with ``too-big: hold``), else for its pods."""
+    early = _never_fits_early(held, view, settings)
+    if early is not None and settings.too_big is TooBig.HOLD:
+        return _too_big(held, early, view)
+    return _not_ready(held, need)
+
+
 def _never_fits_early(
     held: HeldGang, view: ClusterView, settings: Settings
 ) -> neverfits.NeverFits | None:
     """A gang not ready yet (``_ready``) that can never fit is said to be so at once, not once
     its last pod exists: when its demand is read from the job and a pod asking for its largest
     share of the primary resource is here (its constraint says where such pods may go; a
-    CPU-only launcher's would not)."""
+    CPU-only launcher's would not). Not with ``capacity-buffers: on``: once ready, the gang gets
+    a buffer in a zone the autoscaler may grow, and only a gang no buffer can be made for is too
+    big (``_grow``)."""
     gang = held.gang
-    if gang.demand_source != "job":
+    if gang.demand_source != "job" or settings.capacity_buffers is CapacityBuffers.ON:
         return None
     primary = zones.primary_of(gang.total, settings)
     size = max((g.requests.get(primary, 0) for g in gang.demand if g.count), default=0)
@@ -724,6 +752,52 @@ def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None)
     if position == 1 and head_zone:
         why += f" (first: {head_zone} is kept for it)"
     return Wait(held=held, why=why, position=position, best_zone=zone, best_free=free)
+
+
+# -- capacity buffers (``buffers``) -----------------------------------------------------------
+
+
+def _grow(
+    grower: buffers.Grower, held: HeldGang, view: ClusterView, fit: _Fit, heading: _Heading
+) -> buffers.Want | buffers.Refused | None:
+    """The buffer a ready gang that fits no zone should have (``buffers.Grower.ask``), from
+    the room per node of each zone its pods may use, the pods heading there counted."""
+    if not grower.on:
+        return None
+    constraint = _constraint(held)
+    rooms = {
+        zone: heading.room(zone, nodes, fit.primary)
+        for zone, nodes in view.candidate_zones(constraint).items()
+    }
+    return grower.ask(
+        namespace=held.namespace,
+        name=held.record_name,
+        gang=held.gang,
+        held=held.held,
+        primary=fit.primary,
+        rooms=rooms,
+    )
+
+
+def _waiting_for_buffer(
+    held: HeldGang, fit: _Fit, want: buffers.Want, position: int, settings: Settings
+) -> Wait:
+    """A gang that waits for the autoscaler to grow the zone its buffer asks."""
+    assert want.zone is not None
+    until = want.since + timedelta(seconds=settings.buffer_deadline_seconds)
+    why = (
+        f"needs {_needs(held.gang, fit.primary)} in one zone and no zone has room; "
+        f"{want.detail}: {buffers.provisioning_note(want.existing)}; asked until "
+        f"{until.astimezone(UTC).isoformat(timespec='seconds')}; {_ordinal(position)} in line"
+    )
+    zone, free = want.zone, fit.zones[want.zone].free if want.zone in fit.zones else 0
+    return Wait(held=held, why=why, position=position, best_zone=zone, best_free=free)
+
+
+def _noted(wait: Wait, grown: buffers.Want | buffers.Refused | None) -> Wait:
+    """``wait`` with what became of its buffer (refused, stopped) said after its why."""
+    note = grown.why if isinstance(grown, buffers.Refused) else grown.detail if grown else ""
+    return dataclasses.replace(wait, why=f"{wait.why}; {note}") if note else wait
 
 
 def _needs(gang: Gang, primary: str) -> str:

@@ -117,6 +117,26 @@ class HoldOrder(StrEnum):
     FIT_FIRST = "fit-first"
 
 
+class CapacityBuffers(StrEnum):
+    """Whether a held gang that fits no zone asks the autoscaler for room (docs/autoscaling.md)."""
+
+    #: The default: podium creates no CapacityBuffer; such a gang waits as it always did.
+    OFF = "off"
+    #: podium chooses a zone to grow and creates a CapacityBuffer (``autoscaling.x-k8s.io``)
+    #: whose pod is the gang's pod pinned there, so Cluster Autoscaler or Karpenter make room.
+    ON = "on"
+
+
+class BufferDeadline(StrEnum):
+    """What a gang does whose buffer brought no room within ``buffer-deadline-seconds``."""
+
+    #: Ask the next zone (the next fewest new nodes) not asked yet; when none is left, as
+    #: ``hold-timeout``.
+    NEXT_ZONE = "next-zone"
+    #: Stop asking: the gang waits as without buffers, ``hold-timeout-seconds`` included.
+    HOLD_TIMEOUT = "hold-timeout"
+
+
 class Mode(StrEnum):
     #: podium pins, holds or groups every gang it recognises and writes its record and policy.
     ENFORCE = "enforce"
@@ -195,6 +215,19 @@ class Settings:
     #: apiserver refuses its writes, fails open saying which binding is missing. podium also
     #: reads its own records and policies only there (one watch per namespace).
     writable_namespaces: frozenset[str] = frozenset()
+    #: ``zone-chooser: hold``: whether a held gang that fits no zone gets a CapacityBuffer in the
+    #: zone podium chooses to grow (``webhook.core.buffers``). Off by default.
+    capacity_buffers: CapacityBuffers = CapacityBuffers.OFF
+    #: The zones a buffer may grow; empty: every zone some node is in. The pods' own node
+    #: selection narrows it further.
+    buffer_zones: frozenset[str] = frozenset()
+    #: The most of ``primary-resource`` one buffer may ask for, and all of podium's buffers
+    #: together; 0: no cap. A gang over a cap waits as without buffers, saying so.
+    buffer_max_per_gang: int = 0
+    buffer_max_total: int = 0
+    #: How long a buffer may ask one zone before ``buffer-on-deadline`` applies.
+    buffer_deadline_seconds: float = 900.0
+    buffer_on_deadline: BufferDeadline = BufferDeadline.NEXT_ZONE
 
     def may_write(self, namespace: str) -> bool:
         return not self.writable_namespaces or namespace in self.writable_namespaces
@@ -266,7 +299,10 @@ _SECONDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "reconcile_interval_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
     "hold_timeout_seconds": (lambda s: s >= 0, "zero or more seconds"),
     "release_interval_seconds": (lambda s: 0 < s <= 3_600, "between 0 and 3600 seconds"),
+    "buffer_deadline_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
 }
+#: Settings that are counts of the primary resource (0: no cap).
+_COUNTS = ("buffer_max_per_gang", "buffer_max_total")
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -280,11 +316,19 @@ def _coerce(key: str, value: Any) -> Any:
         "too_big": TooBig,
         "hold_order": HoldOrder,
         "mode": Mode,
+        "capacity_buffers": CapacityBuffers,
+        "buffer_on_deadline": BufferDeadline,
     }
+    if key == "capacity_buffers" and isinstance(value, bool):
+        value = "on" if value else "off"  # YAML 1.1 reads an unquoted on/off as a boolean
     try:
         if key in enums:
             return enums[key](str(value))
-        if key in ("excluded_namespaces", "writable_namespaces"):
+        if key in _COUNTS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError("a whole number, 0 or more")
+            return value
+        if key in ("excluded_namespaces", "writable_namespaces", "buffer_zones"):
             if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
                 raise TypeError("a list of namespace names")
             return frozenset(str(v) for v in value)

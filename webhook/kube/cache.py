@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
-from webhook.core import adapters, policies
-from webhook.core.objects import EventType, Obj, metadata_of
+from webhook.core import adapters, buffers, policies
+from webhook.core.objects import EventType, Obj, group_of, metadata_of
 from webhook.core.view import ClusterView
 from webhook.kube import errors
 from webhook.kube.protocols import Lister, Resource, WatchStream
@@ -52,6 +52,12 @@ CILIUM_CRD = Resource(
     optional=True,
 )
 
+#: podium's CapacityBuffers (``capacity-buffers: on``, ``core.buffers``). Optional: a cluster
+#: without the CRD (no Karpenter, no Cluster Autoscaler that serves it) holds nothing back.
+BUFFERS = Resource(
+    buffers.API_VERSION, buffers.KIND, "capacitybuffers", label_selector=MANAGED, optional=True
+)
+
 #: Everything a decision reads: the cluster's shape, what the framework adapters read (the jobs
 #: that own training pods and the objects between; each adapter declares its own), and
 #: podium's own records and policies.
@@ -66,15 +72,17 @@ WATCHED: tuple[Resource, ...] = (
     ),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", label_selector=MANAGED),
     CILIUM_CRD,
+    BUFFERS,
 )
 
-#: podium's own objects among ``WATCHED``: its records and policies, which it reads where it
-#: writes them (the chart's ClusterRole podium-writer).
+#: podium's own objects among ``WATCHED``: its records, policies and CapacityBuffers, which it
+#: reads where it writes them (the chart's ClusterRole podium-writer).
 OWN: frozenset[tuple[str, str]] = frozenset(
     {
         ("", "ConfigMap"),
         ("cilium.io", "CiliumNetworkPolicy"),
         ("networking.k8s.io", "NetworkPolicy"),
+        (group_of(buffers.API_VERSION), buffers.KIND),
     }
 )
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.core import adapters, audit, release, resources, reviews
+from webhook.core import adapters, audit, buffers, release, resources, reviews
 from webhook.core.objects import Obj, key_of, labels_of, metadata_of
 from webhook.core.resources import amount, describe
 from webhook.core.settings import Settings
@@ -260,6 +260,7 @@ def releaser(
                 "policies": [p["metadata"]["name"] for p in r.policies],
             }
         )
+    grow = {w.gang.key: w for w in decided.grow}
     for w in decided.waits:
         out.append(
             {
@@ -270,11 +271,30 @@ def releaser(
                 "tooBig": w.too_big,
                 "bestZone": w.best_zone,
                 "bestFree": w.best_free,
+                **_buffer(grow.get(w.held.key)),
             }
         )
     order = {h.key: i for i, h in enumerate(release.held_gangs(view, settings))}
     out.sort(key=lambda v: order.get(str(v["key"]), len(order)))
     return tuple(out)
+
+
+def _buffer(want: buffers.Want | None) -> dict[str, Any]:
+    """``capacity-buffers: on``: the CapacityBuffer the releaser would keep for a waiting gang
+    (the zone it asks, or none once stopped), and what it would write or change."""
+    if want is None:
+        return {}
+    return {
+        "buffer": {
+            "name": want.name,
+            "zone": want.zone,
+            "replicas": want.replicas if want.live else 0,
+            "newNodes": want.new_nodes,
+            "tried": list(want.tried),
+            "write": want.changed,
+            "detail": want.detail,
+        }
+    }
 
 
 def _gang(held: release.HeldGang) -> dict[str, Any]:

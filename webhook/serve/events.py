@@ -75,6 +75,8 @@ FAIL_OPEN = "FailOpen"
 JOB_LABEL_REMOVED = "JobLabelRemoved"
 GANG_HELD = "GangHeld"
 GANG_RELEASED = "GangReleased"
+#: ``capacity-buffers: on``: a held gang's CapacityBuffer asked, moved, stopped or deleted.
+CAPACITY_BUFFER = "CapacityBuffer"
 
 #: The apiserver's limits (pkg/apis/core/validation/events.go).
 NOTE_LIMIT = 1024
@@ -228,6 +230,8 @@ def build(entry: AuditEntry, *, instance: str, now: datetime) -> list[Event]:
         return [_fail_open_event(entry, events)]
     if entry.get("action") == "wait":
         return [_held_event(entry, events)]
+    if entry.get("outcome") == "buffer":
+        return [_buffer_event(entry, events)]
     out = []
     if entry.get("action") == "release":
         out.append(_released_event(entry, events))
@@ -249,6 +253,21 @@ def _held_event(entry: AuditEntry, events: _JobEvents) -> Event:
         f"the pods of {events.display} are held: {why}",
         warning=entry.get("reason") == "too-big",
         action="Hold",
+    )
+
+
+def _buffer_event(entry: AuditEntry, events: _JobEvents) -> Event:
+    """What the releaser did to the job's CapacityBuffer; one Event per step (its reason and
+    detail), a warning when the write failed or the buffer was stopped."""
+    detail = str(entry.get("detail") or "")
+    step = f"{entry.get('reason')}-{hashlib.sha256(detail.encode()).hexdigest()[:8]}"
+    failed = str(entry.get("result") or "").startswith("failed")
+    return events.event(
+        f"capacity-buffer-{step}",
+        CAPACITY_BUFFER,
+        f"{detail} ({entry.get('result')})",
+        warning=failed or entry.get("reason") == "buffer-stopped",
+        action="Buffer" if entry.get("action") == "buffer" else "Unbuffer",
     )
 
 

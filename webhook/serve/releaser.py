@@ -37,7 +37,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 
 from webhook.core import audit, labels, release
@@ -47,7 +47,7 @@ from webhook.core.objects import Obj, metadata_of, name_of
 from webhook.core.policies import Manifest
 from webhook.core.view import TERMINAL_PHASES, ClusterView, has_gate
 from webhook.kube import errors
-from webhook.serve import loops, writer
+from webhook.serve import buffers, loops, writer
 
 log = logging.getLogger("podium.releaser")
 
@@ -78,6 +78,10 @@ class Releaser(loops.LeaderPass):
     #: gated, the why last reported per waiting gang and written on each held pod, the held pod
     #: counts of the previous pass. Each step of a pass reads it and replaces it.
     memory: Expectations = dataclasses.field(default_factory=Expectations, init=False)
+    #: ``capacity-buffers: on`` where the apiserver serves no CapacityBuffers: when to ask again.
+    buffer_kind_missing: buffers.KindMissing = dataclasses.field(
+        default_factory=buffers.KindMissing, init=False
+    )
     #: Set by `notice` when a watch event may let a held gang go: `run` passes at once.
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
 
@@ -110,7 +114,18 @@ class Releaser(loops.LeaderPass):
             return []
         now = self.clock()
         planned = release.plan(view, self.settings, now=now, stable=self.memory.counts)
-        entries = [await self.execute(r, now=now) for r in planned.releases]
+        entries = await self._buffers(buffers.remove(self.api, planned, now=now, user=self.user))
+        entries += [await self.execute(r, now=now) for r in planned.releases]
+        entries += await self._buffers(
+            buffers.write(
+                self.api,
+                planned,
+                now=now,
+                user=self.user,
+                settings=self.settings,
+                missing=self.buffer_kind_missing,
+            )
+        )
         if woken:
             return entries
         self.memory, changed = self.memory.counted(planned.counts).report(
@@ -122,6 +137,11 @@ class Releaser(loops.LeaderPass):
             self.meter.gangs_held.set(len(planned.waits))
             self.meter.gangs_too_big.set(sum(1 for w in planned.waits if w.too_big))
         return entries
+
+    async def _buffers(self, step: Awaitable[list[audit.AuditEntry]]) -> list[audit.AuditEntry]:
+        """Audit (and so report) what a buffer step did (``serve.buffers``): deleting the buffers
+        no gang wants before any release, writing those that changed after."""
+        return [self.write(entry) for entry in await step]
 
     def _caught_up(self, view: ClusterView) -> bool:
         """The view shows every pod this replica ungated as released (or gone). Until it does,

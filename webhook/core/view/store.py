@@ -260,6 +260,14 @@ class ClusterView:
         """What the bound, running pods carrying podium's label for this gang request."""
         return self._gang_usage.used.get(gang_key, {})
 
+    def objects_of(self, api_version: str, kind: str) -> Iterator[Obj]:
+        """The objects of one kind the view holds (not pods or nodes): a scan of the few
+        non-pod objects, for kinds with no index of their own (podium's CapacityBuffers)."""
+        group = group_of(api_version)
+        for key, obj in self._objects.items():
+            if key[0] == group and key[1] == kind:
+                yield obj
+
     def objects(self) -> Iterator[Obj]:
         yield from self._objects.values()
         for node in self._nodes.values():
