@@ -51,7 +51,7 @@ def test_the_default_is_the_codes(key: str) -> None:
         assert set(shown[1].strip("[]").replace(" ", "").split(",")) - {""} == default
     elif isinstance(default, enum.Enum):
         assert shown[1] == default.value
-    elif isinstance(default, float):
+    elif isinstance(default, int | float) and not isinstance(default, bool):
         assert float(shown[1]) == default
     else:
         assert shown[1] == default

@@ -486,7 +486,7 @@ def record(namespace: str, name: str = "r") -> dict[str, Any]:
 
 
 def test_writable_namespaces_watch_podiums_own_objects_per_namespace() -> None:
-    """rbac.scope namespaced: records and policies are listed and watched in each writable
+    """rbac.scope namespaced: records, policies and buffers are listed and watched in each writable
     namespace, at that namespace's path (which a RoleBinding there authorizes); the rest as
     before. No setting: WATCHED itself."""
     assert cache.watched() is cache.WATCHED
@@ -494,7 +494,7 @@ def test_writable_namespaces_watch_podiums_own_objects_per_namespace() -> None:
     own = [r for r in scoped if (r.group, r.kind) in cache.OWN]
     assert [(r.kind, r.namespace) for r in own] == [
         (kind, ns)
-        for kind in ("ConfigMap", "CiliumNetworkPolicy", "NetworkPolicy")
+        for kind in ("ConfigMap", "CiliumNetworkPolicy", "NetworkPolicy", "CapacityBuffer")
         for ns in ("cv", "ml")
     ]
     assert [r for r in scoped if r.namespace is None] == [
