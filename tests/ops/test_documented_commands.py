@@ -38,7 +38,9 @@ from webhook.ops import cli
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [
     *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "README.md",
     ROOT / "manifests" / "README.md",
+    ROOT / "charts" / "podium" / "README.md",
     ROOT / "charts" / "podium" / "templates" / "NOTES.txt",
 ]
 ALERTS = [
