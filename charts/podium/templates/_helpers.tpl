@@ -8,7 +8,7 @@
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* The settings file podium reads with --config (the README's table). */}}
+{{/* The settings file podium reads with --config (docs/settings.md). */}}
 {{- define "podium.settings" -}}
 {{- $managed := list "policy-mode" "policy_mode" "placement" "zone-chooser" "zone_chooser" "no-fit" "no_fit" "namespace-label" "namespace_label" "namespace-label-value" "namespace_label_value" "namespace-shadow-value" "namespace_shadow_value" "mode" "own-namespace" "own_namespace" "writable-namespaces" "writable_namespaces" -}}
 {{- range $key, $_ := .Values.extraSettings -}}
