@@ -148,15 +148,15 @@ EXPECTED = {
         ns-default-deny-cnp | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp | cilium | allow | deny | deny | deny | deny | deny
         ns-default-deny-cnp | kubernetes | allow | deny | deny | deny | deny | deny
-        ns-default-deny-cnp | cilium-job-scope | allow | deny | deny | deny | deny | deny
+        ns-default-deny-cnp | cilium-job-scope | allow | allow ⚠ | deny | deny | deny | deny
         ns-default-deny-netpol | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-netpol | cilium | allow | deny | deny | deny | deny | deny
         ns-default-deny-netpol | kubernetes | allow | deny | deny | deny | deny | deny
-        ns-default-deny-netpol | cilium-job-scope | allow | deny | deny | deny | deny | deny
+        ns-default-deny-netpol | cilium-job-scope | allow | allow ⚠ | deny | deny | deny | deny
         zone-allowlist | none | allow | deny | allow | allow | allow | allow
         zone-allowlist | cilium | allow | deny | allow | allow | allow | allow
         zone-allowlist | kubernetes | allow | deny | allow | allow | allow | allow
-        zone-allowlist | cilium-job-scope | allow | deny | allow | allow | allow | allow
+        zone-allowlist | cilium-job-scope | allow | allow ⚠ | allow | allow | allow | allow
         zone-allowlist-topology | none | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology | cilium | allow | allow | allow | allow | allow | allow
         zone-allowlist-topology | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
@@ -164,7 +164,7 @@ EXPECTED = {
         zone-allowlist-topology+labels | none | allow | deny | allow | allow | allow | allow
         zone-allowlist-topology+labels | cilium | allow | deny | allow | allow | allow | allow
         zone-allowlist-topology+labels | kubernetes | allow | deny | allow | allow | allow | allow
-        zone-allowlist-topology+labels | cilium-job-scope | allow | deny | allow | allow | allow | allow
+        zone-allowlist-topology+labels | cilium-job-scope | allow | allow ⚠ | allow | allow | allow | allow
         ns-default-deny-cnp+zone-labels-only | none | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | cilium | deny | deny | deny | deny | deny | deny
         ns-default-deny-cnp+zone-labels-only | kubernetes | deny | deny | deny | deny | deny | deny
@@ -184,7 +184,7 @@ EXPECTED = {
         cluster-default-deny-dns | none | deny | deny | deny | deny | allow; deny TCP | deny
         cluster-default-deny-dns | cilium | allow | deny | deny | deny | allow; deny TCP | deny
         cluster-default-deny-dns | kubernetes | allow | deny | deny | deny | allow; deny TCP | deny
-        cluster-default-deny-dns | cilium-job-scope | allow | deny | deny | deny | allow; deny TCP | deny
+        cluster-default-deny-dns | cilium-job-scope | allow | allow ⚠ | deny | deny | allow; deny TCP | deny
         zone-nodes | none | allow | allow | allow | allow | allow | allow
         zone-nodes | cilium | allow | allow | allow | allow | allow | allow
         zone-nodes | kubernetes | allow | deny ▼ | deny ▼ | deny ▼ | deny ▼ | deny ▼
@@ -256,12 +256,24 @@ WELL_CONFIGURED = [s for s in world.SETS if not s.misconfigured]
 #: zones gets cross-zone traffic that the cluster denies by default (namespace or cluster default
 #: deny) or by allow-listing its zones on a label its pods carry (the topology label; podium's
 #: zone label is on no pod of an unpinned job in job scope). Deny-based isolation is not widened
-#: (a deny wins), nor is a cluster that allows the traffic.
+#: (a deny wins), nor is a cluster that allows the traffic. A pod podium failed open on is one of
+#: the job's too once it runs: the reconciler adopts it (``core.running``: the job's label and its
+#: node's zone, policy-mode cilium), so the job-wide policy selects it like the others — and, its
+#: zone label now podium's, the zone allow-list lets its cross-zone traffic through as well.
 JOB_SCOPE_WIDENS = {
     (set_name, Placement.SPLIT_UNPINNED)
     for set_name in (
         "ns-default-deny-cnp",
         "ns-default-deny-netpol",
+        "zone-allowlist-topology+labels",
+        "cluster-default-deny-dns",
+    )
+} | {
+    (set_name, Placement.SPLIT_FAIL_OPEN)
+    for set_name in (
+        "ns-default-deny-cnp",
+        "ns-default-deny-netpol",
+        "zone-allowlist",
         "zone-allowlist-topology+labels",
         "cluster-default-deny-dns",
     )
