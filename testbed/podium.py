@@ -318,8 +318,8 @@ def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
         cluster.delete_namespace(name, gone=False)
 
 
-def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, Any]]:
-    """``podium doctor -n NAMESPACE -o json`` as a user runs it: exit code and report."""
+def doctor(cluster: LocalCluster, *args: str) -> tuple[int, dict[str, Any], str]:
+    """``podium doctor ARGS -o json`` as a user runs it: exit code, report and stderr."""
     result = subprocess.run(
         [
             sys.executable,
@@ -328,8 +328,7 @@ def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, An
             "doctor",
             "--kubeconfig",
             str(cluster.kubeconfig),
-            "-n",
-            namespace,
+            *args,
             "-o",
             "json",
         ],
@@ -341,4 +340,10 @@ def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, An
     )
     assert result.returncode in (0, 1), result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
-    return result.returncode, report
+    return result.returncode, report, result.stderr
+
+
+def run_doctor(cluster: LocalCluster, namespace: str) -> tuple[int, dict[str, Any]]:
+    """``podium doctor -n NAMESPACE -o json`` as a user runs it: exit code and report."""
+    code, report, _ = doctor(cluster, "-n", namespace)
+    return code, report

@@ -12,9 +12,6 @@ The cluster's zones hold 8, 16 and 64 GPUs (8-GPU nodes).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,8 +19,7 @@ from typing import Any
 import pytest
 
 from testbed.controlplane import LocalCluster
-from testbed.paths import REPO
-from testbed.podium import Podium, opted_in_namespace, serving
+from testbed.podium import Podium, doctor, opted_in_namespace, serving
 
 from .test_hold import fill_zone_c
 from .test_hold_faults import events, held_job, metric
@@ -44,30 +40,6 @@ def podium(
     server = Podium(local_cluster, tmp_path_factory.mktemp("doctor-hold"), config=HOLD)
     with serving(server, unregister=True) as started:
         yield started
-
-
-def doctor(cluster: LocalCluster, *args: str) -> tuple[int, dict[str, Any], str]:
-    """``podium doctor ARGS -o json`` as a user runs it: exit code, report, stderr."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook.ops.cli",
-            "doctor",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            *args,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode in (0, 1), result.stderr
-    return result.returncode, json.loads(result.stdout), result.stderr
 
 
 def job_in(report: dict[str, Any], ns: str, job: str) -> dict[str, Any]:
