@@ -150,8 +150,8 @@ def leaderworkerset(name: str) -> dict[str, Any]:
     }
 
 
-def elastic_pytorchjob(name: str) -> dict[str, Any]:
-    """An elastic PyTorchJob: 2 workers of 8 GPUs, ``minReplicas`` 2, ``maxReplicas`` 4."""
+def elastic_pytorchjob(name: str, gpus: int = GPUS) -> dict[str, Any]:
+    """An elastic PyTorchJob: 2 workers of ``gpus`` GPUs, ``minReplicas`` 2, ``maxReplicas`` 4."""
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -162,7 +162,7 @@ def elastic_pytorchjob(name: str) -> dict[str, Any]:
                 "Worker": {
                     "replicas": 2,
                     "restartPolicy": "OnFailure",
-                    "template": _template(GPUS, name="pytorch"),
+                    "template": _template(gpus, name="pytorch"),
                 }
             },
         },

@@ -49,6 +49,7 @@ from ..test_hold import delete_pods, gated, pods_of
 from ..test_podium import listed, wait_bound
 from .conftest import needs, ready_for_podium
 from .test_hold_with_operators import _live_pods, _template, fill, scale_to_4, submit
+from .test_hold_with_operators import elastic_pytorchjob as hold_elastic_pytorchjob
 
 pytestmark = [pytest.mark.e2e, needs("trainingoperator")]
 
@@ -78,21 +79,7 @@ def pytorchjob(name: str) -> dict[str, Any]:
 
 def elastic_pytorchjob(name: str) -> dict[str, Any]:
     """2 workers of 4 GPUs, ``minReplicas`` 2, ``maxReplicas`` 4."""
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {
-            "elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": 2, "maxReplicas": 4},
-            "pytorchReplicaSpecs": {
-                "Worker": {
-                    "replicas": 2,
-                    "restartPolicy": "OnFailure",
-                    "template": _template(GPUS, name="pytorch"),
-                }
-            },
-        },
-    }
+    return hold_elastic_pytorchjob(name, GPUS)
 
 
 @pytest.fixture(scope="module")
