@@ -222,8 +222,10 @@ class TestCLIWithACluster:
         serve_cluster(apiserver, [state.ca.cert], None)
         result = cli.invoke(certs_cli.app, show)
         assert result.exit_code == 1, result.output
+        assert "does not exist" in result.stdout and "error" in result.stdout
+        result = cli.invoke(certs_cli.app, [*show, "-o", "wide"])  # the sources whole
+        assert result.exit_code == 1, result.output
         assert "Secret podium-system/podium-tls" in result.stdout
-        assert "does not exist" in result.stdout
         result = cli.invoke(certs_cli.app, [*show, "-o", "json"])
         assert result.exit_code == 1
         rows = json.loads(result.stdout)["certificates"]

@@ -162,6 +162,42 @@ def test_certs_show_takes_every_format(fmt: str, tmp_path: Path) -> None:
         assert "CN=podium.podium-system.svc" in result.stdout
 
 
+def test_certs_show_fits_80_columns_and_wide_says_the_rest(tmp_path: Path) -> None:
+    """By default the file's name, the subject and when it expires and renews (in kubectl's
+    durations); ``-o wide`` adds the path, the SANs and the times themselves."""
+    from webhook import certs  # noqa: PLC0415
+
+    certs.issue(tmp_path / "certs", service="podium", namespace="podium-system")
+    default = invoke("certs", "show", "--dir", str(tmp_path / "certs")).stdout
+    assert widest(default) <= 80, default
+    assert "tls.crt" in default and str(tmp_path) not in default
+    assert "podium.podium-system.svc.cluster.local" not in default  # a SAN
+    assert re.search(r"tls\.crt\s+CN=podium\.podium-system\.svc\s+\d+d\s+\d+d\s+ok", default)
+    wide = invoke("certs", "show", "--dir", str(tmp_path / "certs"), "-o", "wide").stdout
+    assert str(tmp_path / "certs" / "tls.crt") in wide
+    assert "podium.podium-system.svc.cluster.local" in wide
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", wide)
+
+
+@pytest.mark.parametrize(
+    ("source", "short"),
+    [
+        ("/etc/podium/tls/tls.crt", "tls.crt"),
+        ("certs/ca-bundle.pem", "ca-bundle.pem"),
+        (
+            "MutatingWebhookConfiguration podium pods.podium.dev caBundle",
+            "caBundle pods.podium.dev",
+        ),
+        ("Secret podium-system/podium-tls tls.crt", "Secret podium-tls tls.crt"),
+        ("Secret podium-system/podium-tls", "Secret podium-tls"),
+    ],
+)
+def test_certs_show_names_a_source_in_a_few_words(source: str, short: str) -> None:
+    from webhook.ops import certs_cli  # noqa: PLC0415
+
+    assert certs_cli._short_source(source) == short
+
+
 # -- AGE, 80 columns, own releases -------------------------------------------------------------
 
 

@@ -316,7 +316,7 @@ def show(
         sys.stdout.write(output.dump(doc, output_format))
     else:
         title = f"Certificates (times in UTC, as of {_when(now)})"
-        _show_table(rows, checks, title=title, wide=output_format is output.Format.WIDE)
+        _show_table(rows, checks, title=title, now=now, wide=output_format is output.Format.WIDE)
     if not all(c["ok"] for c in checks) or any("error" in row for row in rows):
         raise typer.Exit(output.FINDINGS)
 
@@ -383,32 +383,59 @@ def _show_table(
     checks: Sequence[dict[str, Any]],
     *,
     title: str,
+    now: datetime.datetime,
     wide: bool = False,
 ) -> None:
+    """The certificates, one row each: by default in 80 columns (the file's name, the subject,
+    when it expires and is due for renewal as kubectl says a duration); ``wide`` adds the path,
+    the SANs and the times themselves."""
     plain = not output.is_terminal()
     table = output.table(title, plain=plain)
     table.add_column("source", overflow="fold")
-    table.add_column("subject, then SANs", overflow="fold", min_width=24)
-    for column in ("not after", "renewal due", "status"):
+    table.add_column("subject, then SANs" if wide else "subject", overflow="fold", min_width=24)
+    for column in ("not after", "renewal due") if wide else ("expires in", "renew in"):
         table.add_column(column, no_wrap=not plain)
+    table.add_column("status", no_wrap=not plain)
     for row in rows:
+        source = row["source"] if wide else _short_source(row["source"])
         if "error" in row:
-            table.add_row(row["source"], row["error"], "", "", "error")
+            table.add_row(source, row["error"], "", "", "error")
             continue
         subject = row["subject"] + (" (CA)" if row["isCA"] else "")
-        table.add_row(
-            row["source"],
-            "\n".join([subject, *row["sans"]]) if not plain else ", ".join([subject, *row["sans"]]),
-            row["notAfter"][:16].replace("T", " "),
-            row["renewAt"][:16].replace("T", " "),
-            row["status"],
-        )
+        if wide:
+            names = (
+                "\n".join([subject, *row["sans"]])
+                if not plain
+                else ", ".join([subject, *row["sans"]])
+            )
+            times = [row[k][:16].replace("T", " ") for k in ("notAfter", "renewAt")]
+        else:
+            names = subject
+            times = [_until(row[k], now) for k in ("notAfter", "renewAt")]
+        table.add_row(source, names, *times, row["status"])
     lines = [
         f"{'ok' if c['ok'] else 'PROBLEM'}: {c['check']}"
         + (f" (fix: {c['fix']})" if c["fix"] else "")
         for c in checks
     ]
     output.render([table, *lines], plain=plain, wide=wide)
+
+
+def _short_source(source: str) -> str:
+    """A source in a few words (``-o wide`` says it whole): a file by its name, the webhook's
+    bundle as ``caBundle <webhook>``, the Secret without its namespace."""
+    words = source.split()
+    if words[0] == "MutatingWebhookConfiguration" and len(words) == 4:
+        return f"caBundle {words[2]}"
+    if words[0] == "Secret" and len(words) >= 2:
+        return " ".join(["Secret", words[1].rpartition("/")[2], *words[2:]])
+    return Path(source).name
+
+
+def _until(moment: str, now: datetime.datetime) -> str:
+    """How long until ``moment`` (ISO), as kubectl says a duration; ``-`` once it has passed."""
+    when = datetime.datetime.fromisoformat(moment)
+    return output.age(now, when) if when > now else "-"
 
 
 @app.command()
