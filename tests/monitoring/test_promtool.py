@@ -55,8 +55,9 @@ def test_every_alert_passes_its_unit_tests(promtool: Path) -> None:
         ("for: 1h", "for: 2h"),  # gangs held twice as long before anyone hears
         ("podium_gangs_split) > 0", "podium_gangs_split) > 2"),
         ("podium_gangs_too_big) > 0", "podium_gangs_too_big) > 1"),  # one such gang unheard
+        ("for: 30m", "for: 60m"),  # the autoscaler's silence heard an hour late
     ],
-    ids=["fail-open-threshold", "held-for", "split-threshold", "too-big-threshold"],
+    ids=["fail-open-threshold", "held-for", "split-threshold", "too-big-threshold", "buffers-for"],
 )
 def test_a_broken_rule_fails_its_unit_tests(
     promtool: Path, tmp_path: Path, broken: str, fix: str

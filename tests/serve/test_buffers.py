@@ -43,6 +43,7 @@ async def test_a_buffer_is_written_once_template_first_and_reported(now: datetim
     assert event["regarding"]["kind"] == "PyTorchJob"
     (buffer,) = [o for (_, k, _, _), o in world.api.objects.items() if k == buffers.KIND]
     assert buffer["spec"]["replicas"] == 4
+    assert world.meter.capacity_buffers._value.get() == 1  # PodiumCapacityBuffersWaiting's
     # the next pass finds it as wanted: nothing written
     before = len(kinds_written(world))
     world.now = now + timedelta(seconds=5)
@@ -88,6 +89,7 @@ async def test_a_buffer_whose_gang_went_is_deleted_and_reported_on_its_job(now: 
     (event,) = events.build(gone, instance="podium-0", now=now)
     assert event["regarding"]["kind"] == "PyTorchJob" and event["regarding"]["name"] == "big"
     assert not [k for k in world.kinds() if k in (buffers.KIND, buffers.TEMPLATE_KIND)]
+    assert world.meter.capacity_buffers._value.get() == 0
 
 
 async def test_without_the_crd_the_refusal_is_audited_once_and_nothing_is_left(

@@ -137,6 +137,12 @@ class Metrics:
             "last releaser pass: they wait until an admin acts.",
             registry=r,
         )
+        self.capacity_buffers = Gauge(
+            "podium_capacity_buffers",
+            "podium's CapacityBuffers asking the autoscaler for room in a zone for a held gang "
+            "(capacity-buffers: on), at the last releaser pass.",
+            registry=r,
+        )
         self.hold_seconds = Histogram(
             "podium_hold_seconds",
             "Seconds a gang was held, observed when it is released.",

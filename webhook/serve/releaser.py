@@ -19,6 +19,7 @@ Each release is audited (``outcome: released``: zone, reason, pods, seconds held
 the job (``GangReleased``, with ``ZonePinned``/``PolicyCreated`` for the objects written); each
 waiting gang is audited and reported (``GangHeld``; a Warning for one no zone could ever hold)
 when its why changes. Metrics: ``podium_gangs_held``, ``podium_gangs_too_big``,
+``podium_capacity_buffers``,
 ``podium_hold_seconds``, ``podium_releases_total{reason}``,
 ``podium_write_failures_total{source="releaser"}``.
 
@@ -136,6 +137,7 @@ class Releaser(loops.LeaderPass):
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
             self.meter.gangs_too_big.set(sum(1 for w in planned.waits if w.too_big))
+            self.meter.capacity_buffers.set(sum(1 for want in planned.grow if want.live))
         return entries
 
     async def _buffers(self, step: Awaitable[list[audit.AuditEntry]]) -> list[audit.AuditEntry]:
