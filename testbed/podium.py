@@ -218,13 +218,25 @@ class Podium:
         return config
 
     def wait_until_called(self, timeout: float = 60.0) -> None:
-        """The apiserver picks up a new webhook configuration asynchronously: dry-run a pod in
-        an opted-in namespace of its own until podium audits it. The pod's controller is a kind
-        no adapter knows, so no adapter (nor any CRD) is involved: a broken adapter fails the
-        test that uses it, not this."""
+        """The apiserver picks up a new webhook configuration asynchronously: in an opted-in
+        namespace of its own, wait until podium is called and sees the namespace
+        (``wait_until_sees``)."""
         cluster = self.cluster
         namespace = f"podium-probe-{uuid.uuid4().hex[:6]}"
         cluster.create_namespace(namespace, {"podium.dev/enabled": "true"})
+        try:
+            self.wait_until_sees(namespace, timeout=timeout)
+        finally:
+            cluster.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+    def wait_until_sees(self, namespace: str, timeout: float = 60.0) -> None:
+        """Dry-run a pod in the opted-in ``namespace`` until podium audits it as a pod there:
+        called, its watch cache synced, and the namespace with its opt-in label in its view (not
+        ``cache-not-synced``, not ``namespace-not-enabled``) — so that a test's first pod is
+        decided, not let through because the namespace's watch event is still on its way. The
+        pod's controller is a kind no adapter knows, so no adapter (nor any CRD) is involved: a
+        broken adapter fails the test that uses it, not this."""
+        cluster = self.cluster
         probe = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -244,17 +256,18 @@ class Podium:
             },
             "spec": {"containers": [{"name": "main", "image": "probe:1"}]},
         }
+        unseen = {"cache-not-synced", "namespace-not-enabled"}
 
-        def audited() -> bool:
+        def seen() -> bool:
             cluster.request(
                 "POST", f"/api/v1/namespaces/{namespace}/pods", probe, query={"dryRun": "All"}
             )
-            return any(r.get("namespace") == namespace for r in self.audit_records())
+            return any(
+                r.get("namespace") == namespace and r.get("reason") not in unseen
+                for r in self.audit_records()
+            )
 
-        try:
-            cluster.wait_for("the podium webhook to be called", audited, timeout=timeout)
-        finally:
-            cluster.request("DELETE", f"/api/v1/namespaces/{namespace}")
+        cluster.wait_for(f"podium to see namespace {namespace}", seen, timeout=timeout)
 
     def register(self) -> dict[str, Any]:
         config = self.webhook_configuration()
@@ -298,10 +311,13 @@ def serving(server: Podium, *, unregister: bool = False) -> Iterator[Podium]:
 
 
 @contextlib.contextmanager
-def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
-    """A namespace with podium enabled; deleted afterwards, emptied and waited for, so the GPUs
-    its pods held are free again for the next test and nothing of it is left in podium's view
-    (the empty namespace goes a few seconds later)."""
+def opted_in_namespace(
+    cluster: LocalCluster, prefix: str, *, seen_by: Podium | None = None
+) -> Iterator[str]:
+    """A namespace with podium enabled — once ``seen_by`` (a running podium) has it in its view
+    (``Podium.wait_until_sees``) — deleted afterwards, emptied and waited for, so the GPUs its
+    pods held are free again for the next test and nothing of it is left in podium's view (the
+    empty namespace goes a few seconds later)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.request(
         "POST",
@@ -313,6 +329,8 @@ def opted_in_namespace(cluster: LocalCluster, prefix: str) -> Iterator[str]:
         },
     )
     try:
+        if seen_by is not None:
+            seen_by.wait_until_sees(name)
         yield name
     finally:
         cluster.delete_namespace(name, gone=False)

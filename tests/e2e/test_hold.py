@@ -55,7 +55,7 @@ def podium(
 @pytest.fixture
 def ns(local_cluster: LocalCluster, podium: Podium) -> Iterator[str]:
     wait_until_no_gpu_is_taken(local_cluster)
-    with opted_in_namespace(local_cluster, "hold") as name:
+    with opted_in_namespace(local_cluster, "hold", seen_by=podium) as name:
         yield name
 
 

@@ -306,6 +306,13 @@ def test_the_leader_killed_half_way_through_a_release_is_completed_by_the_next(
                     recovered = time.monotonic() - killer.killed_at
                 finally:
                     killer.stop()
+                # podium writes its audit from a background thread: the pods can be bound
+                # before the completing pass's entry is in the file.
+                local_cluster.wait_for(
+                    "the next leader's completing release entry",
+                    lambda: any(r["reason"] == "completed" for r in released_entries(follower, ns)),
+                    timeout=30,
+                )
                 completions = [
                     r for r in released_entries(follower, ns) if r["reason"] == "completed"
                 ]

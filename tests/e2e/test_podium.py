@@ -133,7 +133,7 @@ def controller_ref(name: str, uid: str | None = None) -> dict[str, Any]:
 @pytest.fixture
 def ns(local_cluster: LocalCluster, podium: Podium) -> Iterator[str]:
     """An opted-in namespace; afterwards it is deleted and waited for, so capacity is free again."""
-    with opted_in_namespace(local_cluster, "e2e") as name:
+    with opted_in_namespace(local_cluster, "e2e", seen_by=podium) as name:
         yield name
 
 

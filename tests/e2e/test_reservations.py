@@ -126,7 +126,7 @@ def test_a_finished_jobs_zone_takes_the_next_gang_at_once_and_doctor_flags_a_stu
     local_cluster: LocalCluster, podium: Podium
 ) -> None:
     wait_until_no_gpu_is_taken(local_cluster)
-    with opted_in_namespace(local_cluster, "resv") as ns:
+    with opted_in_namespace(local_cluster, "resv", seen_by=podium) as ns:
         # A JobSet of 8 × 8 GPUs: only zone-c (64) holds it. Its pods run, then complete.
         finished = create_concurrently(
             local_cluster, jobset_pods(local_cluster, ns, "mnist-tj", replicas=8, gpus=8)
