@@ -53,8 +53,8 @@ def _template(gpus: int, *, name: str = "main", **spec: Any) -> dict[str, Any]:
     return {"spec": {"containers": [{**container(gpus), "name": name}], **spec}}
 
 
-def pytorchjob(name: str, *, workers: int = 3) -> dict[str, Any]:
-    """A PyTorchJob of 8-GPU pods: one master and ``workers`` (4 × 8 GPUs by default)."""
+def pytorchjob(name: str, *, workers: int = 3, gpus: int = GPUS) -> dict[str, Any]:
+    """A PyTorchJob of ``gpus``-GPU pods: one master and ``workers`` (4 × 8 GPUs by default)."""
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -64,7 +64,7 @@ def pytorchjob(name: str, *, workers: int = 3) -> dict[str, Any]:
                 role: {
                     "replicas": replicas,
                     "restartPolicy": "OnFailure",
-                    "template": _template(GPUS, name="pytorch"),
+                    "template": _template(gpus, name="pytorch"),
                 }
                 for role, replicas in (("Master", 1), ("Worker", workers))
             }

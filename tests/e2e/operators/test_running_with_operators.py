@@ -48,8 +48,9 @@ from webhook.core import labels
 from ..test_hold import delete_pods, gated, pods_of
 from ..test_podium import listed, wait_bound
 from .conftest import needs, ready_for_podium
-from .test_hold_with_operators import _live_pods, _template, fill, scale_to_4, submit
+from .test_hold_with_operators import _live_pods, fill, scale_to_4, submit
 from .test_hold_with_operators import elastic_pytorchjob as hold_elastic_pytorchjob
+from .test_hold_with_operators import pytorchjob as hold_pytorchjob
 
 pytestmark = [pytest.mark.e2e, needs("trainingoperator")]
 
@@ -63,18 +64,7 @@ WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 def pytorchjob(name: str) -> dict[str, Any]:
     """1 master + 3 workers of 4 GPUs: 16 GPUs, zone-b's whole."""
-    spec = {"restartPolicy": "OnFailure", "template": _template(GPUS, name="pytorch")}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {
-            "pytorchReplicaSpecs": {
-                "Master": {"replicas": 1, **spec},
-                "Worker": {"replicas": 3, **spec},
-            }
-        },
-    }
+    return hold_pytorchjob(name, workers=3, gpus=GPUS)
 
 
 def elastic_pytorchjob(name: str) -> dict[str, Any]:
