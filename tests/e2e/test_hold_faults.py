@@ -222,21 +222,24 @@ def test_hold_timeout_zero_holds_for_ever(
 # -- the leader killed half-way through a release ----------------------------------------------
 
 
-class KillOnFirstUngate:
-    """Watches the namespace's pods; the moment one of ``names`` is seen without podium's gate,
-    SIGKILLs ``pid`` and notes the names released by then."""
+class KillOnPod:
+    """Watches the namespace's pods; at the first event ``fires`` says yes to, SIGKILLs ``pid``
+    (once), notes the moment and calls ``killed`` with that event."""
 
-    def __init__(self, cluster: LocalCluster, ns: str, names: list[str], pid: int) -> None:
+    def __init__(self, cluster: LocalCluster, ns: str, pid: int) -> None:
         self.core = k8s.CoreV1Api(cluster.api_client())
-        self.ns, self.names, self.pid = ns, set(names), pid
+        self.ns, self.pid = ns, pid
         self.killed_at: float | None = None
-        self.released: set[str] = set()
-        #: ``released`` at the moment of the kill.
-        self.at_kill: frozenset[str] = frozenset()
         since = self.core.list_namespaced_pod(ns).metadata.resource_version
         self._watch = watch.Watch()
         self._thread = threading.Thread(target=self._run, args=(since,), daemon=True)
         self._thread.start()
+
+    def fires(self, event: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def killed(self, event: dict[str, Any]) -> None:
+        """What to note at the kill."""
 
     def _run(self, since: str) -> None:
         stream = self._watch.stream(
@@ -244,16 +247,35 @@ class KillOnFirstUngate:
         )
         with contextlib.suppress(Exception):  # ``stop`` closes the connection
             for event in stream:
-                raw = event["raw_object"]
-                if raw["metadata"]["name"] in self.names and not gated(raw):
-                    self.released.add(raw["metadata"]["name"])
-                    if self.killed_at is None:
-                        os.kill(self.pid, signal.SIGKILL)
-                        self.killed_at = time.monotonic()
-                        self.at_kill = frozenset(self.released)
+                if self.fires(event) and self.killed_at is None:
+                    os.kill(self.pid, signal.SIGKILL)
+                    self.killed_at = time.monotonic()
+                    self.killed(event)
 
     def stop(self) -> None:
         self._watch.stop()
+
+
+class KillOnFirstUngate(KillOnPod):
+    """The moment one of ``names`` is seen without podium's gate, SIGKILLs ``pid`` and notes
+    the names released by then."""
+
+    def __init__(self, cluster: LocalCluster, ns: str, names: list[str], pid: int) -> None:
+        self.names = set(names)
+        self.released: set[str] = set()
+        #: ``released`` at the moment of the kill.
+        self.at_kill: frozenset[str] = frozenset()
+        super().__init__(cluster, ns, pid)
+
+    def fires(self, event: dict[str, Any]) -> bool:
+        raw = event["raw_object"]
+        if raw["metadata"]["name"] not in self.names or gated(raw):
+            return False
+        self.released.add(raw["metadata"]["name"])
+        return True
+
+    def killed(self, event: dict[str, Any]) -> None:
+        self.at_kill = frozenset(self.released)
 
 
 def lease_holder(cluster: LocalCluster) -> str:

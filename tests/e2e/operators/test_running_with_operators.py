@@ -27,17 +27,12 @@ tests: ``PODIUM_E2E_OPERATORS=trainingoperator`` (or ``all``).
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import watch
 
 from testbed.controlplane import LocalCluster
 from testbed.faultproxy import FaultProxy
@@ -46,6 +41,7 @@ from testbed.podium import Podium, run_doctor, serving
 from webhook.core import labels
 
 from ..test_hold import delete_pods, gated, pods_of
+from ..test_hold_faults import KillOnPod
 from ..test_podium import listed, wait_bound
 from .conftest import needs, ready_for_podium
 from .test_hold_with_operators import _live_pods, fill, scale_to_4, submit
@@ -269,32 +265,18 @@ def test_an_elastic_scale_up_after_the_namespace_opts_in_follows_the_running_wor
         )
 
 
-class KillOnFirstPod:
-    """Watches the namespace's pods; the moment the first one appears, SIGKILLs ``pid``."""
+class KillOnFirstPod(KillOnPod):
+    """The moment the namespace's first pod appears, SIGKILLs ``pid``."""
 
     def __init__(self, cluster: LocalCluster, ns: str, pid: int) -> None:
-        self.core = k8s.CoreV1Api(cluster.api_client())
-        self.ns, self.pid = ns, pid
-        self.killed_at: float | None = None
         self.first: str | None = None
-        since = self.core.list_namespaced_pod(ns).metadata.resource_version
-        self._watch = watch.Watch()
-        self._thread = threading.Thread(target=self._run, args=(since,), daemon=True)
-        self._thread.start()
+        super().__init__(cluster, ns, pid)
 
-    def _run(self, since: str) -> None:
-        stream = self._watch.stream(
-            self.core.list_namespaced_pod, self.ns, resource_version=since, timeout_seconds=300
-        )
-        with contextlib.suppress(Exception):  # ``stop`` closes the connection
-            for event in stream:
-                if self.killed_at is None and event["type"] == "ADDED":
-                    os.kill(self.pid, signal.SIGKILL)
-                    self.killed_at = time.monotonic()
-                    self.first = event["raw_object"]["metadata"]["name"]
+    def fires(self, event: dict[str, Any]) -> bool:
+        return bool(event["type"] == "ADDED")
 
-    def stop(self) -> None:
-        self._watch.stop()
+    def killed(self, event: dict[str, Any]) -> None:
+        self.first = event["raw_object"]["metadata"]["name"]
 
 
 def through(proxy: FaultProxy, server: Podium) -> None:
