@@ -178,3 +178,16 @@ def test_a_pod_as_kubectl_prints_it_is_decided() -> None:
     check(result)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["audit"]["outcome"] == "pinned"
+
+
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+@pytest.mark.parametrize("key", ["\n", "podium.dev/skip", 'a"b'])
+def test_a_map_key_is_quoted_in_the_one_line_error(where: str, key: str) -> None:
+    """Found by the property test: a key holding a newline split the error over two lines.
+    Keys that are not plain names are JSON-quoted in brackets (``labels["podium.dev/skip"]``)."""
+    doc = copy.deepcopy(BASE)
+    doc["request"]["object"]["metadata"][where] = {key: 7}
+    result = run(doc, "pin", "json")
+    check(result)
+    assert result.exit_code == 2
+    assert f"metadata.{where}[{json.dumps(key)}] must be a string, not a number" in result.stderr

@@ -15,6 +15,7 @@ YAML's own (a datetime).
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,8 @@ __all__ = ["problem", "without_nulls"]
 
 _LIST = re.compile(r"List\[(.+)\]")
 _DICT = re.compile(r"Dict\[str, (.+)\]")
+#: A map key shown as is in a path; any other is JSON-quoted in brackets.
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 #: JSON keys whose values are ``resource.Quantity``: a string or a number.
 _QUANTITIES = frozenset({"limits", "requests", "overhead", "sizeLimit"})
 _JSON_NAMES = {
@@ -69,7 +72,7 @@ def _check(value: Any, type_name: str, path: str, *, quantity: bool) -> str | No
         if not isinstance(value, Mapping):
             return _wrong(path, "an object", value)
         for key, item in value.items():
-            if found := _item(item, match[1], _join(path, key), quantity=quantity):
+            if found := _item(item, match[1], _entry(path, key), quantity=quantity):
                 return found
         return None
     if type_name in ("datetime", "date") and isinstance(value, datetime.date):
@@ -110,6 +113,14 @@ def _item(value: Any, type_name: str, path: str, *, quantity: bool) -> str | Non
 
 def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
+
+
+def _entry(path: str, key: Any) -> str:
+    """A map's entry as ``path.key``, or ``path["key"]`` (JSON-quoted) when the key is not a plain
+    name: a label key holds dots and slashes, and any key may hold a newline that would break the
+    one-line error."""
+    key = str(key)
+    return _join(path, key) if _PLAIN.fullmatch(key) else f"{path}[{json.dumps(key)}]"
 
 
 def _fields(type_name: str) -> dict[str, str] | None:
