@@ -161,6 +161,8 @@ class Wait:
     best_free: int = 0
     #: Why no zone could ever hold it (``too_big``): the numbers behind ``why``.
     never: neverfits.NeverFits | None = None
+    #: ``topology-levels``: why the level it requires has no domain with room (else empty).
+    topology: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -861,6 +863,7 @@ def _below(
         position=0,
         best_zone=best,
         best_free=max(0, free),
+        topology=choices[best].why,
     )
     return None, zone, reason, wait
 
