@@ -106,7 +106,7 @@ def test_required_level_with_no_room_waits_and_names_the_roomiest_block(now: dat
     assert w.why == (
         f"requires one {L3} domain with 32 nvidia.com/gpu free; the roomiest, b1, has "
         "24 nvidia.com/gpu free of 24 nvidia.com/gpu on 3 node(s) (in zone-a, where the zone "
-        "has room for it)"
+        "has room for it); 1st in line"
     )
 
 

@@ -78,6 +78,7 @@ def test_review_says_which_domain_the_releaser_would_choose_and_why() -> None:
     (verdict,) = offline.releaser(objects, settings, now=datetime.now(UTC))
     assert (verdict["verdict"], verdict["zone"]) == ("release", "zone-c")
     assert verdict["domain"] == DOMAIN
-    assert verdict["topology"].startswith(f"{DOMAIN}: the tightest of 1 {L3} domain(s)")
+    assert verdict["topology"].startswith(f"the tightest of 1 {L3} domain(s)")
+    assert f"into {DOMAIN}: the tightest of 1" in verdict["detail"]
     (line,) = offline.releaser_lines([verdict])
     assert f"release now into zone [bold]zone-c[/], domain [bold]{DOMAIN}[/]" in line

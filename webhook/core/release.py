@@ -600,7 +600,7 @@ def _release(
     domain = topology.describe(below.domain) if below is not None and zone else ""
     why = below.why if below is not None and zone else ""
     if why:
-        detail += f"; {why}" if domain else f"; below the zone: {why}"
+        detail += f"; into {domain}: {why}" if domain else f"; below the zone: {why}"
     record = policies.build_record(
         gang=gang,
         namespace=held.namespace,
@@ -899,7 +899,9 @@ def _short(
     fits no zone does (the head keeps the zone of its roomiest domain); once it has waited
     ``hold-timeout-seconds`` it is released into that zone, the zone alone."""
     if not _timed_out(held, settings, now):
-        return dataclasses.replace(short, position=_in_line(waits))
+        position = _in_line(waits)
+        why = f"{short.why}; {_ordinal(position)} in line"
+        return dataclasses.replace(short, why=why, position=position)
     zone = short.best_zone
     assert zone is not None
     heading.add(zone, held.gang.demand)
