@@ -12,7 +12,8 @@ from typing import Any
 import jsonpatch
 
 from tests.builders import NodeBuilder, PodBuilder, namespace
-from tests.scenarios import NS, pytorch_pod, pytorchjob
+from tests.core.test_engine import decide
+from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, mutation, release
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -162,3 +163,26 @@ def test_no_levels_changes_nothing(now: datetime) -> None:
     pod = next(o for o in objects if o["kind"] == "Pod")
     patch = release.release_patch(pod, r, plain)
     assert not any(labels.TOPOLOGY in str(op) or L3 in str(op) for op in patch)
+
+
+def test_a_later_pod_of_a_released_gang_is_pinned_into_its_recorded_domain(now: datetime) -> None:
+    """A worker created after its gang was released (recreated, or a later stage) is pinned at
+    admission to the recorded zone and, from the record, to its domain."""
+    pj = pytorchjob("llama", workers=2, gpus=8)
+    key = pj["metadata"]["uid"]
+    first = decide(pytorch_pod(pj, "master", 0, gpus=8).obj(), base_cluster(pj), now)
+    assert first.record is not None
+    record = {
+        **first.record,
+        "data": {**first.record["data"], "zone": "zone-c", "topology": f"{L3}=b1"},
+    }
+    running = pytorch_pod(pj, "worker", 0, gpus=8).label(labels.JOB, key).bound("c-1").obj()
+    objects = [*base_cluster(pj), record, running]
+    decision = decide(pytorch_pod(pj, "worker", 1, gpus=8).obj(), objects, now, TOPO)
+    assert (decision.outcome, decision.zone) == ("pinned", "zone-c")
+    assert decision.patched is not None
+    (term,) = decision.patched["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"][-1] == {"key": L3, "operator": "In", "values": ["b1"]}
+    assert decision.patched["metadata"]["annotations"][labels.TOPOLOGY] == f"{L3}=b1"
