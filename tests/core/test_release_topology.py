@@ -36,13 +36,13 @@ def cluster() -> list[dict[str, Any]]:
 
 
 def held_job(
-    name: str, pods: int, at: datetime, notes: dict[str, str] | None = None
+    name: str, pods: int, at: datetime, notes: dict[str, str] | None = None, gpus: int = 8
 ) -> list[dict[str, Any]]:
-    pj = pytorchjob(name, workers=pods - 1, gpus=8)
+    pj = pytorchjob(name, workers=pods - 1, gpus=gpus)
     out = [pj]
     for i in range(pods):
         rtype, index = ("master", 0) if i == 0 else ("worker", i - 1)
-        pod = pytorch_pod(pj, rtype, index, gpus=8).uid().obj()
+        pod = pytorch_pod(pj, rtype, index, gpus=gpus).uid().obj()
         pod["metadata"].setdefault("annotations", {}).update(notes or {})
         held = mutation.hold(pod, gang_key=pj["metadata"]["uid"]).pod
         held["metadata"]["creationTimestamp"] = at.isoformat().replace("+00:00", "Z")
@@ -186,3 +186,21 @@ def test_a_later_pod_of_a_released_gang_is_pinned_into_its_recorded_domain(now: 
     ]["nodeSelectorTerms"]
     assert term["matchExpressions"][-1] == {"key": L3, "operator": "In", "values": ["b1"]}
     assert decision.patched["metadata"]["annotations"][labels.TOPOLOGY] == f"{L3}=b1"
+
+
+def test_the_zone_fit_counts_pods_heading_into_a_block_inside_it(now: datetime) -> None:
+    """4 × 4 GPUs released into block b1 (two nodes), not bound yet: counted zone-wide they
+    would take 4 GPUs of each of zone-a's four nodes and no 8-GPU pod would fit; their node
+    selection keeps them in b1, so b2's two nodes are free for a 2 × 8 gang."""
+    nodes = [
+        NodeBuilder(f"a-{block}-{i}").zone("zone-a").label(L2, "nn-a").label(L3, block).obj()
+        for block in ("b1", "b2")
+        for i in range(2)
+    ]
+    objects = [namespace(NS), *nodes, NodeBuilder("b-0").zone("zone-b").obj()]
+    first = [*objects, *held_job("small", 4, now - timedelta(seconds=5), gpus=4)]
+    (r,) = plan(first, now).releases
+    assert (r.zone, r.domain) == ("zone-a", f"{L2}=nn-a,{L3}=b1")
+    (second,) = plan([*ungate(first, r), *held_job("big", 2, now)], now).releases
+    assert (second.held.gang.owner.name, second.zone) == ("big", "zone-a")
+    assert second.domain == f"{L2}=nn-a,{L3}=b2"

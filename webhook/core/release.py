@@ -477,10 +477,13 @@ class _Heading:
     def room(self, zone: str, nodes: ZoneNodes, primary: str) -> list[resources.Resources]:
         """Free capacity per node of ``nodes`` (in ``zone``) once the pods heading there take
         theirs, each on the node with the most free (``zones.spread_into``): where they land is
-        not known until they bind. Shared: do not change it."""
+        not known until they bind; those released into a domain below the zone inside that
+        domain (``domain_room``). Shared: do not change it."""
         heading = self.groups(zone)
         key = (nodes, len(heading))  # ZoneNodes hash by identity; the list only grows
         room = self._rooms.get(key)
+        if room is None and self._bound.get(zone):  # some head into a domain: kept inside it
+            room = self._rooms[key] = self.domain_room(zone, nodes, primary)
         if room is None:
             room = [dict(self._view.free_on(n)) for n in nodes.nodes.values()]
             zones.spread_into(heading, room, primary)
