@@ -184,6 +184,14 @@ class Metrics:
             "last reconciler pass).",
             registry=r,
         )
+        self.report_results = Gauge(
+            "podium_report_results",
+            "Results in podium's Reports (openreports.io, one per opted-in namespace) at the last "
+            "pass of the leader, by the namespace's mode (enforce, shadow) and result (pass, "
+            "fail, warn, error, skip); 0 on a replica that does not lead.",
+            ["mode", "result"],
+            registry=r,
+        )
         self.certificate_expiry = Gauge(
             "podium_certificate_expiry_timestamp_seconds",
             "When the serving certificate being served expires (Unix time; 0: serving without "
