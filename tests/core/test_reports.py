@@ -117,19 +117,25 @@ def only(body: Manifest) -> dict[str, Any]:
 # -- which namespaces -------------------------------------------------------------------------
 
 
-def test_one_report_per_opted_in_namespace_and_none_elsewhere() -> None:
-    found = build(cluster())
-    assert sorted(found) == [NS, SHADOW]  # "sandbox" has not opted in
+def test_one_report_per_opted_in_namespace_with_a_job_and_none_elsewhere() -> None:
+    assert build(cluster()) == {}  # no job: nothing to report
+    elsewhere = shadow_job("x", ["a-1"])
+    for obj in elsewhere:
+        obj["metadata"]["namespace"] = "sandbox"  # not opted in
+    found = build(cluster(*shadow_job("s", ["a-1"]), *enforced_job("e", ["c-1"]), *elsewhere))
+    assert sorted(found) == [NS, SHADOW]
     assert found[NS]["metadata"]["labels"][reports.MODE_LABEL] == "enforce"
     assert found[SHADOW]["metadata"]["labels"][reports.MODE_LABEL] == "shadow"
     for ns, body in found.items():
         assert body["metadata"]["name"] == reports.NAME and body["metadata"]["namespace"] == ns
-        assert body["results"] == [] and set(body["summary"].values()) == {0}
+        assert len(body["results"]) == 1 and sum(body["summary"].values()) == 1
+        assert body["scope"] == {"apiVersion": "v1", "kind": "Namespace", "name": ns}
         assert not schemas.crd_errors(CRD, "v1alpha1", body)
 
 
 def test_namespaces_podium_may_not_write_get_none() -> None:
-    assert sorted(build(cluster(), writable_namespaces=frozenset({SHADOW}))) == [SHADOW]
+    view = cluster(*shadow_job("s", ["a-1"]), *enforced_job("e", ["c-1"]))
+    assert sorted(build(view, writable_namespaces=frozenset({SHADOW}))) == [SHADOW]
 
 
 def test_report_max_results_zero_writes_none() -> None:
@@ -209,8 +215,8 @@ def test_enforce_a_gang_released_unpinned_warns() -> None:
 
 
 def test_a_job_of_another_namespace_is_not_in_this_report() -> None:
-    body = build(cluster(*shadow_job("llama", ["a-1", "b-1"])))[NS]
-    assert body["results"] == []
+    found = build(cluster(*shadow_job("llama", ["a-1", "b-1"]), *enforced_job("e", ["c-1"])))
+    assert [r["resources"][0]["name"] for r in found[NS]["results"]] == ["e"]
 
 
 # -- bounds and stability ---------------------------------------------------------------------

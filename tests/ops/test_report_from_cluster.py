@@ -51,12 +51,13 @@ def test_a_row_per_job_in_80_columns(api: twins.InMemoryObjects) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAMESPACE", "MODE", "JOB", "RESULT", "ZONES", "AGE"]
     rows = {line.split()[2]: line.split() for line in lines[1:] if "PyTorchJob/" in line}
-    assert rows["PyTorchJob/split-job"][:5] == [
+    assert rows["PyTorchJob/split-job"][:6] == [
         SHADOW,
         "shadow",
         "PyTorchJob/split-job",
         "fail",
-        "zone-a:1,zone-b:1",
+        "zone-a:1,",
+        "zone-b:1",
     ]
     assert rows["PyTorchJob/kept"][:5] == [NS, "enforce", "PyTorchJob/kept", "pass", "zone-c:2"]
     assert "1 job(s) run in more than one zone" in result.stdout

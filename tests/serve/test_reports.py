@@ -118,6 +118,16 @@ async def test_a_report_edited_by_someone_else_is_put_back_by_the_next_leader(li
     assert [(w.namespace, w.outcome) for w in done] == [(NS, EffectOutcome.REPLACED)]
 
 
+async def test_a_namespace_whose_last_job_went_loses_its_report() -> None:
+    enforced = enforced_job("e", ["c-1"])
+    live = live_with(cluster(*shadow_job("s", ["a-1", "b-1"]), *enforced))
+    await live.reporter.run_once()
+    live.view["now"] = cluster(*enforced)
+    done = await live.reporter.run_once()
+    assert [(w.namespace, w.outcome) for w in done] == [(SHADOW, EffectOutcome.DELETED)]
+    assert stored(live, SHADOW) is None and stored(live, NS) is not None
+
+
 async def test_a_namespace_that_opts_out_loses_its_report(live: Live) -> None:
     await live.reporter.run_once()
     live.view["now"] = ClusterView.from_objects(
@@ -148,7 +158,7 @@ async def test_without_the_crd_nothing_is_written_until_it_is_asked_again() -> N
 
 
 async def test_a_forbidden_list_is_not_retried_every_pass() -> None:
-    live = live_with(cluster())
+    live = live_with(cluster(*shadow_job("s", ["a-1", "b-1"])))
     live.api.fail = lambda op, key: (
         errors.ApiError("forbidden", status=403) if op == "list" else None
     )
@@ -158,7 +168,7 @@ async def test_a_forbidden_list_is_not_retried_every_pass() -> None:
 
 
 async def test_a_failed_write_is_counted_and_tried_again() -> None:
-    live = live_with(cluster(*shadow_job("s", ["a-1", "b-1"])))
+    live = live_with(cluster(*shadow_job("s", ["a-1", "b-1"]), *enforced_job("e", ["c-1"])))
     live.api.fail = lambda op, key: (
         errors.ApiError("etcd timeout", status=500) if op == "create" else None
     )

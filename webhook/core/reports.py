@@ -1,8 +1,8 @@
 """podium's decisions as Open Reports (``openreports.io/v1alpha1`` ``Report``, the successor of
 the Policy WG's ``wgpolicyk8s.io`` PolicyReport that Kyverno writes and Policy Reporter shows):
-one Report named ``podium`` per opted-in namespace, one result per job, built from the cluster
-view alone. Pure: ``build`` is ``(view, settings) → {namespace: Report}``; the elected replica
-writes them (``webhook.serve.reports``), only when a body changed.
+one Report named ``podium`` per opted-in namespace that has a job, one result per job, built
+from the cluster view alone. Pure: ``build`` is ``(view, settings) → {namespace: Report}``; the
+elected replica writes them (``webhook.serve.reports``), only when a body changed.
 
 Why from the view and not from the admissions: a shadow decision is made by whichever replica
 the apiserver called and lives only in that replica's audit log; the leader sees every pod, its
@@ -103,22 +103,21 @@ def namespaces(view: ReportView, settings: Settings) -> dict[str, Mode]:
 
 
 def build(view: ReportView, settings: Settings) -> dict[str, Manifest]:
-    """Per namespace podium reports on, its Report (``report-max-results`` 0: none)."""
+    """Per namespace podium reports on that has a job, its Report (``report-max-results`` 0:
+    none)."""
     if settings.report_max_results <= 0:
         return {}
     wanted = namespaces(view, settings)
     found_records = _records(view, set(wanted))
     found_policies = _policies(view, settings, set(wanted))
-    return {
-        namespace: report(
-            namespace,
-            mode,
-            _jobs(view, namespace, found_records, found_policies),
-            view,
-            max_results=settings.report_max_results,
-        )
-        for namespace, mode in wanted.items()
-    }
+    out: dict[str, Manifest] = {}
+    for namespace, mode in wanted.items():
+        jobs = _jobs(view, namespace, found_records, found_policies)
+        if jobs:  # a namespace without a job has nothing to report, and no Report
+            out[namespace] = report(
+                namespace, mode, jobs, view, max_results=settings.report_max_results
+            )
+    return out
 
 
 def report(

@@ -1008,8 +1008,8 @@ def _report_from_cluster(
     if not found:
         where = f"namespace {namespace}" if namespace else "any namespace"
         raise output.fail(
-            f"no Report of podium's in {where}: podium writes one per opted-in namespace where "
-            f"the {reports.PLURAL}.openreports.io CRD is installed (docs/reports.md)"
+            f"no Report of podium's in {where}: podium writes one per opted-in namespace with "
+            f"a job, where the {reports.PLURAL}.openreports.io CRD is installed (docs/reports.md)"
         )
     if not output_format.tabular:
         sys.stdout.write(_dump(clusterreports.as_dict(rows), output_format))

@@ -67,7 +67,7 @@ def table(rows: Sequence[reports.Row], *, plain: bool, wide: bool, now: datetime
             row.mode,
             row.job,
             result,
-            row.zones.replace("=", ":") or "-",
+            row.zones.replace("=", ":").replace(",", ", ") or "-",  # wraps between zones
             output.age(row.decided, now),
         ]
         if wide:
