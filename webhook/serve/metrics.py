@@ -163,7 +163,7 @@ class Metrics:
         self.write_failures = Counter(
             "podium_write_failures",
             "Writes of podium's records, policies or pod changes the apiserver refused or did "
-            "not answer, by source (admission, reconciler, releaser).",
+            "not answer, by source (admission, reconciler, releaser, reports).",
             ["source"],
             registry=r,
         )
