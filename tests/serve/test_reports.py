@@ -199,3 +199,31 @@ async def test_report_max_results_zero_writes_nothing() -> None:
     )
     assert await live.reporter.run_once() == []
     assert live.api.calls == []
+
+
+def test_the_memo_recognises_a_pod_again_only_when_it_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    objects = shadow_job("s", ["a-1", "b-1"])
+    view = cluster(*objects)
+    calls: list[str] = []
+    original = reports.recognise
+
+    def counting(pod: Any, namespace: str, v: Any) -> Any:
+        calls.append(pod.name)
+        return original(pod, namespace, v)
+
+    monkeypatch.setattr(reports, "recognise", counting)
+    memo = serve_reports.Recognised()
+    first = reports.build(view, Settings(), recognised=memo)
+    memo.forget()
+    assert sorted(calls) == ["s-master-0", "s-worker-0"]
+    again = reports.build(view, Settings(), recognised=memo)
+    memo.forget()
+    assert first == again and len(calls) == 2  # nothing changed: no adapter call
+    moved = objects[2]
+    moved["spec"]["nodeName"] = "c-1"
+    view.apply("MODIFIED", moved)
+    changed = reports.build(view, Settings(), recognised=memo)
+    assert calls[2:] == ["s-worker-0"]
+    assert changed[SHADOW]["results"][0]["properties"]["zones"] == "zone-a=1,zone-c=1"

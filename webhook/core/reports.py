@@ -29,12 +29,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from webhook.core import adapters, labels, podgroups, policies, records, spread
-from webhook.core.objects import Obj, labels_of, metadata_of, namespace_of, parse_time
+from webhook.core.adapters.base import Gang
+from webhook.core.objects import (
+    Obj,
+    group_of,
+    labels_of,
+    metadata_of,
+    namespace_of,
+    parse_time,
+)
 from webhook.core.policies import Manifest
 from webhook.core.settings import Mode, Settings
 from webhook.core.view import PodSummary, View
@@ -57,6 +65,25 @@ Result = Literal["pass", "fail", "warn", "error", "skip"]
 RESULTS: tuple[Result, ...] = ("pass", "fail", "warn", "error", "skip")
 _SEVERITY: Mapping[str, str] = {"fail": "high", "error": "high", "warn": "medium"}
 _EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+#: The controllers an adapter starts from (each recognises a pod by its controller
+#: ownerReference): a pod controlled by anything else (a ReplicaSet, a DaemonSet) or by nothing
+#: is no job's, and costs no adapter call.
+_ENTRY = frozenset((group_of(k.api_version), k.kind) for k in adapters.KINDS)
+
+#: How a pod's gang is found: ``adapters.recognise`` on the pod as the view holds it. The server
+#: hands a memo of it (``webhook.serve.reports``), so that a pass recognises only the pods that
+#: changed since the last.
+Recognise = Callable[[PodSummary, str, View], Gang | None]
+
+
+def recognise(pod: PodSummary, namespace: str, view: View) -> Gang | None:
+    """The pod's gang, as admission would find it; None for a pod no adapter's controller owns."""
+    controller = pod.controller
+    if controller is None or (group_of(controller[0]), controller[1]) not in _ENTRY:
+        return None
+    return adapters.recognise(pod.as_object(), namespace, view)
 
 
 class ReportView(View, Protocol):
@@ -102,7 +129,9 @@ def namespaces(view: ReportView, settings: Settings) -> dict[str, Mode]:
     return dict(sorted(out.items()))
 
 
-def build(view: ReportView, settings: Settings) -> dict[str, Manifest]:
+def build(
+    view: ReportView, settings: Settings, *, recognised: Recognise = recognise
+) -> dict[str, Manifest]:
     """Per namespace podium reports on that has a job, its Report (``report-max-results`` 0:
     none)."""
     if settings.report_max_results <= 0:
@@ -112,7 +141,7 @@ def build(view: ReportView, settings: Settings) -> dict[str, Manifest]:
     found_policies = _policies(view, settings, set(wanted))
     out: dict[str, Manifest] = {}
     for namespace, mode in wanted.items():
-        jobs = _jobs(view, namespace, found_records, found_policies)
+        jobs = _jobs(view, namespace, found_records, found_policies, recognised)
         if jobs:  # a namespace without a job has nothing to report, and no Report
             out[namespace] = report(
                 namespace, mode, jobs, view, max_results=settings.report_max_results
@@ -203,6 +232,7 @@ def _jobs(
     namespace: str,
     found_records: Mapping[tuple[str, str], tuple[Obj, records.Record]],
     found_policies: Mapping[tuple[str, str], list[str]],
+    recognised: Recognise,
 ) -> list[_Job]:
     """The namespace's jobs that have a pod: by podium's label, else as an adapter sees it."""
     jobs: dict[str, _Job] = {}
@@ -210,7 +240,7 @@ def _jobs(
         gang_key = pod.labels.get(labels.JOB)
         seen = None
         if not gang_key or gang_key not in jobs or jobs[gang_key].owner is None:
-            seen = adapters.recognise(pod.as_object(), namespace, view)
+            seen = recognised(pod, namespace, view)
             gang_key = gang_key or (seen.key if seen is not None else None)
         if not gang_key:
             continue

@@ -28,10 +28,12 @@ from collections import Counter
 from collections.abc import Callable
 
 from webhook.core import reports
+from webhook.core.adapters.base import Gang
 from webhook.core.audit import EffectOutcome
 from webhook.core.objects import Obj, namespace_of
 from webhook.core.policies import Manifest
 from webhook.core.settings import Mode
+from webhook.core.view import PodSummary, View
 from webhook.kube import errors
 from webhook.serve import loops, writer
 
@@ -40,6 +42,32 @@ log = logging.getLogger("podium.reports")
 #: Seconds between two looks for the Report CRD while the apiserver does not serve it (or
 #: podium may not list it).
 ABSENT_RETRY_SECONDS = 300.0
+
+
+class Recognised:
+    """``reports.recognise``, its gang kept per pod while the view holds the same summary of it
+    (a pod event replaces the summary): a pass costs an adapter call only for the pods that
+    changed since the last (and those no adapter claimed). ``forget`` drops the pods not asked
+    for in the last pass."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], tuple[PodSummary, Gang]] = {}
+        self._asked: set[tuple[str, str]] = set()
+
+    def __call__(self, pod: PodSummary, namespace: str, view: View) -> Gang | None:
+        key = (namespace, pod.name)
+        self._asked.add(key)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is pod:
+            return kept[1]
+        gang = reports.recognise(pod, namespace, view)
+        if gang is not None:  # None may change without the pod: its job not in the view yet
+            self._kept[key] = (pod, gang)
+        return gang
+
+    def forget(self) -> None:
+        self._kept = {k: v for k, v in self._kept.items() if k in self._asked}
+        self._asked = set()
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -55,6 +83,7 @@ class Reporter(loops.LeaderPass):
     absent_until: float = 0.0
     #: Why the last list or write found the Reports unwritable, logged on change.
     absent_why: str = ""
+    recognised: Recognised = dataclasses.field(default_factory=Recognised)
 
     @property
     def interval_seconds(self) -> float:
@@ -72,7 +101,8 @@ class Reporter(loops.LeaderPass):
             return []
         if not self.listed and not await self._list():
             return []
-        wanted = reports.build(self.view(), self.settings)
+        wanted = reports.build(self.view(), self.settings, recognised=self.recognised)
+        self.recognised.forget()
         done = [w for ns, body in wanted.items() if (w := await self._write(ns, body))]
         for namespace in sorted(set(self.known) - set(wanted)):
             if (gone := await self._delete(namespace)) is not None:
