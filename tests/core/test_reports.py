@@ -208,6 +208,15 @@ def test_enforce_a_held_gang_is_skipped() -> None:
     assert result["properties"]["held"] == "2"
 
 
+@pytest.mark.parametrize("on", ["job", "pod"])
+def test_a_job_annotated_skip_is_skipped_not_blamed(on: str) -> None:
+    objects = enforced_job("llama", ["a-1", "c-1"], admitted=0)
+    target = objects[0] if on == "job" else objects[1]
+    target["metadata"].setdefault("annotations", {})[labels.SKIP] = "true"
+    result = only(build(cluster(*objects))[NS])
+    assert (result["result"], result["rule"]) == ("skip", "skipped")
+
+
 def test_enforce_a_gang_released_unpinned_warns() -> None:
     objects = enforced_job("llama", ["a-1", "a-1"], zone=None, reason="no-fit-unpinned")
     result = only(build(cluster(*objects))[NS])

@@ -14,8 +14,9 @@ node's zone, and podium's records and policies. So each result says what the clu
   ``warn`` when some of its pods were admitted without podium (failed open, podium down, or
   created before the namespace opted in: ``not-admitted``) or it was released into no zone
   (``unpinned``); ``skip`` while it is held behind podium's gate (``held``) or none of its pods is
-  on a node (``not-bound``); else ``pass`` (``one-zone``) with the zone, the record's reason and
-  the policies podium wrote;
+  on a node (``not-bound``) or is annotated ``podium.dev/skip=true`` (``skipped``, in shadow
+  namespaces too); else ``pass`` (``one-zone``) with the zone, the record's reason and the
+  policies podium wrote;
 * ``shadow`` namespaces, per job the adapters recognise: ``fail`` when its pods run in more than
   one zone where podium would have kept the gang in one (``would-keep-together``), ``pass`` when
   they run in one zone anyway, ``skip`` when none is on a node yet.
@@ -107,6 +108,8 @@ class _Job:
     record_job: str = ""
     record_uid: str = ""
     policies: list[str] = dataclasses.field(default_factory=list)
+    #: The job, or one of its pods, is annotated ``podium.dev/skip=true``: podium leaves it be.
+    skipped: bool = False
 
     @property
     def held(self) -> int:
@@ -247,6 +250,9 @@ def _jobs(
         job = jobs.setdefault(gang_key, _Job(gang_key))
         job.pods.append(pod)
         job.admitted += labels.JOB in pod.labels
+        job.skipped = job.skipped or pod.annotations.get(labels.SKIP) == "true"
+        if seen is not None and seen.job_annotations.get(labels.SKIP) == "true":
+            job.skipped = True
         if seen is not None and seen.key == gang_key and job.owner is None:
             owner = seen.shown or seen.owner
             job.owner = {
@@ -314,6 +320,8 @@ def _spelled(zones: Mapping[str, int]) -> str:
 def _finding(job: _Job, mode: Mode, zones: Mapping[str, int]) -> tuple[Result, str, str]:
     """(result, rule, message) for one job."""
     pods = len(job.pods)
+    if job.skipped:
+        return "skip", "skipped", f"annotated {labels.SKIP}=true: podium leaves it be"
     if mode is Mode.SHADOW:
         if len(zones) > 1:
             return (
