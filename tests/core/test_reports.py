@@ -321,3 +321,38 @@ def test_any_cluster_yields_valid_bounded_reports(
 def test_rows_of_any_report_never_raise(obj: dict[str, Any]) -> None:
     for row in reports.rows([obj]):
         assert row.namespace == "x" and row.decided is None
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "results",
+                    "resources",
+                    "properties",
+                    "timestamp",
+                    "seconds",
+                    "result",
+                    "kind",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.dictionaries(st.sampled_from(["results", "metadata", "summary"]), _json))
+def test_rows_of_any_object_anyone_labelled_as_podiums_never_raise(body: dict[str, Any]) -> None:
+    """``podium report --from-cluster`` reads whatever carries podium's labels: any JSON."""
+    found = reports.rows([body])
+    results = body.get("results")
+    assert len(found) <= (len(results) if isinstance(results, list) else 0)
+    assert all(isinstance(r.job, str) and isinstance(r.result, str) for r in found)
