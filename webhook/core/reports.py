@@ -1,5 +1,5 @@
 """podium's decisions as Open Reports (``openreports.io/v1alpha1`` ``Report``, the successor of
-the Policy WG's ``wgpolicyk8s.io`` PolicyReport that Kyverno writes and Policy Reporter shows):
+the Policy WG's ``wgpolicyk8s.io`` PolicyReport, which Policy Reporter shows as it shows those):
 one Report named ``podium`` per opted-in namespace that has a job, one result per job, built
 from the cluster view alone. Pure: ``build`` is ``(view, settings) → {namespace: Report}``; the
 elected replica writes them (``webhook.serve.reports``), only when a body changed.

@@ -1000,9 +1000,8 @@ def _report_from_cluster(
             found = asyncio.run(clusterreports.collect(objects_api, namespace))
         except errors.NotFound as err:
             raise output.fail(
-                f"the cluster serves no {reports.API_VERSION} Report: install its CRD (Kyverno, "
-                "Policy Reporter or the openreports.io chart do), then podium writes them "
-                "(docs/reports.md)"
+                f"the cluster serves no {reports.API_VERSION} Report: install its CRD (the "
+                "openreports.io chart does), then podium writes them (docs/reports.md)"
             ) from err
     rows = reports.rows(found)
     if not found:

@@ -8,9 +8,9 @@ pass after it starts leading it lists the Reports podium wrote before (by label)
 neither rewrites the same bodies nor forgets a namespace that opted out since (its Report is
 deleted).
 
-podium does not own the Report CRD: Kyverno, Policy Reporter's chart or the Open Reports chart
-install it. podium finds out whether the apiserver serves it by that first list (a 404: not
-served; a 403: not granted, an older chart's RBAC) and then asks again every
+podium does not own the Report CRD: the Open Reports chart (or a report producer's chart that
+bundles it) installs it. podium finds out whether the apiserver serves it by that first list (a
+404: not served; a 403: not granted, an older chart's RBAC) and then asks again every
 ``ABSENT_RETRY_SECONDS``, writing nothing meanwhile (logged once per state change). Not
 audited: a Report is a view of decisions already audited, not a decision.
 
