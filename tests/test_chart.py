@@ -637,6 +637,7 @@ def test_namespaced_scope_binds_writes_only_in_the_listed_namespaces(helm: str) 
         ("scheduling.k8s.io", "podgroups"): {"create"},
         ("autoscaling.x-k8s.io", "capacitybuffers"): own - {"patch"},
         ("", "podtemplates"): {"get", "create", "update", "delete"},
+        ("openreports.io", "reports"): {"get", "list", "create", "update", "delete"},
     }
     cluster_wide = [
         objects[("ClusterRole", "", b["roleRef"]["name"])]

@@ -369,6 +369,8 @@ def test_cluster_roles_grant_exactly_what_podium_needs() -> None:
         # capacity-buffers: on (the read rule is the watch cache's)
         ("autoscaling.x-k8s.io", "capacitybuffers"): READ | {"create", "update", "delete"},
         ("", "podtemplates"): {"get", "create", "update", "delete"},
+        # podium's Reports, one per opted-in namespace (docs/reports.md)
+        ("openreports.io", "reports"): {"get", "list", "create", "update", "delete"},
         ("", "events"): {"create", "patch"},
         ("events.k8s.io", "events"): {"create", "patch"},
         # Its own webhook configuration's caBundle, and no other (the next test).

@@ -232,6 +232,11 @@ class Settings:
     #: e.g. EKS's ``topology.k8s.aws/network-node-layer-2`` and ``-3``: the releaser puts each
     #: gang into the tightest domain of its zone that fits it whole. Empty: the zone alone.
     topology_levels: tuple[str, ...] = ()
+    #: The most results (one per job, the most recent decisions) in the Report podium writes per
+    #: opted-in namespace (``webhook.core.reports``, docs/reports.md); 0: write no Reports.
+    report_max_results: int = 100
+    #: Seconds between two passes of the elected replica that bring the Reports up to date.
+    report_interval_seconds: float = 60.0
 
     def may_write(self, namespace: str) -> bool:
         return not self.writable_namespaces or namespace in self.writable_namespaces
@@ -309,9 +314,12 @@ _SECONDS: dict[str, tuple[Callable[[float], bool], str]] = {
     "hold_timeout_seconds": (lambda s: s >= 0, "zero or more seconds"),
     "release_interval_seconds": (lambda s: 0 < s <= 3_600, "between 0 and 3600 seconds"),
     "buffer_deadline_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
+    "report_interval_seconds": (lambda s: 0 < s <= 86_400, "between 0 and 86400 seconds"),
 }
 #: Settings that are counts of the primary resource (0: no cap).
 _COUNTS = ("buffer_max_per_gang", "buffer_max_total")
+#: A Report's results: its object must stay well under etcd's 1.5 MiB (about 700 bytes each).
+MAX_REPORT_RESULTS = 1000
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -336,6 +344,12 @@ def _coerce(key: str, value: Any) -> Any:
         if key in _COUNTS:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError("a whole number, 0 or more")
+            return value
+        if key == "report_max_results":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"a whole number from 0 to {MAX_REPORT_RESULTS}")
+            if not 0 <= value <= MAX_REPORT_RESULTS:
+                raise ValueError(f"a whole number from 0 to {MAX_REPORT_RESULTS}")
             return value
         if key in ("excluded_namespaces", "writable_namespaces", "buffer_zones"):
             if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):

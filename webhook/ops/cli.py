@@ -927,6 +927,14 @@ def report_command(
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     config: ConfigOption = None,
+    from_cluster: Annotated[
+        bool,
+        typer.Option(
+            "--from-cluster",
+            help="Read podium's Reports (openreports.io, one per opted-in namespace) from the "
+            "cluster instead of its logs: for when the logs are gone (docs/reports.md).",
+        ),
+    ] = False,
 ) -> None:
     """What enforcing podium would have saved: a shadow-mode audit trail beside the live cluster.
 
@@ -936,9 +944,18 @@ def report_command(
     (files or stdin) and the pods and nodes from the cluster. Exits 1 when a job split that
     podium would have kept in one zone, 0 otherwise, 2 when the input holds no shadow-mode
     decision or the cluster cannot be read.
+
+    With --from-cluster: per job, the result in podium's Reports (fail: its pods run in more
+    than one zone), in enforce and shadow namespaces alike; no logs needed. Exits 1 when a
+    result fails, 2 when there is no Report to read.
     """
     from webhook.ops import report  # noqa: PLC0415
 
+    if from_cluster:
+        if files:
+            raise output.fail("--from-cluster reads the cluster, not files: give one or the other")
+        _report_from_cluster(namespace, output_format, kubeconfig, context)
+        return
     settings = _settings(config)
     try:
         specs = auditview.expand(files or [auditview.STDIN])
@@ -964,6 +981,46 @@ def report_command(
     else:
         _print_report(result, wide=output_format is output.Format.WIDE)
     if result.split:
+        raise typer.Exit(output.FINDINGS)
+
+
+def _report_from_cluster(
+    namespace: str | None,
+    output_format: output.Format,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
+    """``podium report --from-cluster``: podium's Reports read back (``ops.clusterreports``)."""
+    from webhook.core import reports  # noqa: PLC0415
+    from webhook.ops import clusterreports  # noqa: PLC0415
+
+    api_client, objects_api = _connect(kubeconfig, context)
+    with _reading(api_client):
+        try:
+            found = asyncio.run(clusterreports.collect(objects_api, namespace))
+        except errors.NotFound as err:
+            raise output.fail(
+                f"the cluster serves no {reports.API_VERSION} Report: install its CRD (the "
+                "openreports.io chart does), then podium writes them (docs/reports.md)"
+            ) from err
+    rows = reports.rows(found)
+    if not found:
+        where = f"namespace {namespace}" if namespace else "any namespace"
+        raise output.fail(
+            f"no Report of podium's in {where}: podium writes one per opted-in namespace with "
+            f"a job, where the {reports.PLURAL}.openreports.io CRD is installed (docs/reports.md)"
+        )
+    if not output_format.tabular:
+        sys.stdout.write(_dump(clusterreports.as_dict(rows), output_format))
+    else:
+        plain = not output.is_terminal()
+        wide = output_format is output.Format.WIDE
+        now = datetime.datetime.now(datetime.UTC)
+        failed = sum(1 for r in rows if r.result == "fail")
+        verdict = f"{failed} job(s) run in more than one zone"
+        table = clusterreports.table(rows, plain=plain, wide=wide, now=now)
+        output.render([table, verdict], plain=plain, wide=wide)
+    if any(r.result == "fail" for r in rows):
         raise typer.Exit(output.FINDINGS)
 
 

@@ -163,7 +163,7 @@ class Metrics:
         self.write_failures = Counter(
             "podium_write_failures",
             "Writes of podium's records, policies or pod changes the apiserver refused or did "
-            "not answer, by source (admission, reconciler, releaser).",
+            "not answer, by source (admission, reconciler, releaser, reports).",
             ["source"],
             registry=r,
         )
@@ -182,6 +182,14 @@ class Metrics:
             "podium_gangs_split",
             "Gangs podium admitted whose running pods are bound in more than one zone (at the "
             "last reconciler pass).",
+            registry=r,
+        )
+        self.report_results = Gauge(
+            "podium_report_results",
+            "Results in podium's Reports (openreports.io, one per opted-in namespace) at the last "
+            "pass of the leader, by the namespace's mode (enforce, shadow) and result (pass, "
+            "fail, warn, error, skip); 0 on a replica that does not lead.",
+            ["mode", "result"],
             registry=r,
         )
         self.certificate_expiry = Gauge(

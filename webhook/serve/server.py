@@ -49,6 +49,7 @@ from webhook.serve import (
     owners,
     reconciler,
     releaser,
+    reports,
     selfcerts,
     tls,
 )
@@ -587,8 +588,9 @@ def _with_certificate(
 def _leader_loops(
     parts: _Parts, certificates: selfcerts.CertKeeper | None = None
 ) -> tuple[Loop, ...]:
-    """Leader election, and the reconciler and the releaser that act only while this replica
-    leads (and the certificate keeper, whose leader's part does too)."""
+    """Leader election, and the reconciler, the releaser and the reporter (podium's Reports)
+    that act only while this replica leads (and the certificate keeper, whose leader's part
+    does too)."""
     objects = client.KubeObjects(parts.api_client)
     settings = parts.settings
     elector = leader.LeaderElector(
@@ -618,10 +620,19 @@ def _leader_loops(
         meter=parts.meter,
     )
     parts.watch_cache.listeners.append(releasing.notice)
+    reporter = reports.Reporter(
+        view=parts.view,
+        ready=parts.watch_cache.is_ready,
+        api=objects,
+        settings=settings,
+        sink=parts.trail,
+        is_leader=lambda: elector.is_leader,
+        meter=parts.meter,
+    )
     if certificates is None:
-        return elector.run, keeper.run, releasing.run
+        return elector.run, keeper.run, releasing.run, reporter.run
     certificates.is_leader = lambda: elector.is_leader
-    return elector.run, keeper.run, releasing.run, certificates.run
+    return elector.run, keeper.run, releasing.run, reporter.run, certificates.run
 
 
 def _log_start(host: str, port: int, *, https: bool, settings: Settings) -> None:
