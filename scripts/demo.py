@@ -498,8 +498,10 @@ def run(args: argparse.Namespace, bin_dir: Path, work: Path) -> int:
     ):
         cluster.create_fake_nodes(ZONES)
         operators = start_operators(pool)
-        # The operators installed their own CRDs; podium's policies need Cilium's.
-        cluster.install_crds(p for p in crd_files() if p.name.startswith("cilium.io_"))
+        # The operators installed their own CRDs; podium's policies need Cilium's, and its
+        # Reports (docs/reports.md) Open Reports' (a kept demo shows them in `kubectl get reports`).
+        mine = ("cilium.io_", "openreports.io_")
+        cluster.install_crds(p for p in crd_files() if p.name.startswith(mine))
         with contextlib.suppress(ApiError):
             cluster.create_namespace("podium-system")  # the reconciler's leader-election lease
         cluster.create_namespace(NS, {"podium.dev/enabled": "true"})
