@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import PodBuilder
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
-from webhook.core import adapters, engine, labels, mergepatch, policies, reconcile, updates
+from webhook.core import adapters, engine, labels, mergepatch, policies, reconcile, records, updates
 from webhook.core.adapters.base import Gang
 from webhook.core.reconcile import ORPHAN_SINCE, Action, Owned, Tuning
 from webhook.core.release import TOO_BIG_SPREAD
@@ -146,6 +146,17 @@ def test_a_deleted_record_is_recreated_with_the_zone_the_pods_were_pinned_to(
     data = action.manifest["data"]
     assert (data["zone"], data["reason"], data["gang"]) == ("zone-c", "best-fit", world.gang.key)
     assert data["decidedAt"] == NOW.isoformat(timespec="seconds")
+
+
+def test_a_recreated_record_keeps_the_domain_its_pods_were_released_into(world: World) -> None:
+    """With ``topology-levels``, released pods carry the domain below the zone; the record built
+    again from them names it, so pods released later still follow it (docs/topology.md)."""
+    domain = "topology.k8s.aws/network-node-layer-3=nn-b3"
+    for pod in world.pods:
+        pod["metadata"]["annotations"][labels.TOPOLOGY] = domain
+    (action,) = world.plan(records=[])
+    assert action.manifest["data"]["topology"] == domain
+    assert records.parse_record(action.manifest).domain == domain
 
 
 def test_with_both_gone_the_pods_name_the_gang_and_both_are_rebuilt(world: World) -> None:

@@ -383,6 +383,9 @@ def _decision_of(
     # record they had said zoneChooser scheduler and no zone, and so must the new one.
     scheduled = first_reason == podgroups.REASON
     chooser = records.SCHEDULER if scheduled else records.PODIUM
+    # The domain below the zone the releaser put the gang into (docs/topology.md): its released
+    # pods carry it, so pods released after the record came back still follow it.
+    domain = _majority(str(annotations_of(p).get(labels.TOPOLOGY) or "") for p in members)
     manifest = policies.build_record(
         gang=found,
         namespace=namespace,
@@ -391,6 +394,7 @@ def _decision_of(
         detail=detail,
         decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
         chooser=chooser,
+        domain="" if scheduled or record_zone is None else domain or "",
     )
     return record_zone, chooser, manifest
 
