@@ -139,11 +139,7 @@ def decide(
     meta: Mapping[str, Any] = metadata_of(pod)
     namespace = namespace or str(meta.get("namespace") or "")
     # The namespace's mode, read once: it says whether podium acts here and whether in shadow.
-    mode = (
-        None
-        if settings.skips_namespace(namespace)
-        else settings.namespace_mode(namespace, labels_of(view.namespace(namespace)))
-    )
+    mode = settings.namespace_mode(namespace, labels_of(view.namespace(namespace)))
     decision = _decide(
         pod, meta, namespace, mode, view, settings, now=now, recorded=recorded, scheduler=scheduler
     )
@@ -355,7 +351,7 @@ def _summary(gang: Gang) -> str:
 def _why_skip(
     meta: Mapping[str, Any], namespace: str, mode: Mode | None, settings: Settings
 ) -> tuple[str, str] | None:
-    if settings.skips_namespace(namespace):
+    if mode is None and settings.skips_namespace(namespace):
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
     if mode is None:
         wanted = f"{settings.namespace_label}={settings.namespace_label_value}"
