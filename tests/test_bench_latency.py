@@ -72,6 +72,26 @@ def test_the_burst_is_what_the_histogram_gained() -> None:
     assert report.share_within(gained) == 2 / 6
 
 
+OWN_METRICS = """\
+# TYPE podium_admission_duration_seconds histogram
+podium_admission_duration_seconds_bucket{le="0.001"} 3.0
+podium_admission_duration_seconds_bucket{le="+Inf"} 4.0
+podium_admission_duration_seconds_count 4.0
+podium_admission_duration_seconds_sum 0.006
+# TYPE podium_admissions counter
+podium_admissions_total{outcome="held",reason="held"} 4.0
+"""
+
+
+def test_podiums_own_time_is_read_from_its_histogram_and_missing_for_the_noop() -> None:
+    own = burst.own_histogram(OWN_METRICS)
+    assert own == {"buckets": {"0.001": 3, "+Inf": 4}, "count": 4, "sum": 0.006}
+    gained = burst.difference({**own, "count": 6, "sum": 0.010}, own)
+    assert report.own_mean_ms({"podium_histogram": gained}) == pytest.approx(2.0)
+    assert report.own_mean_ms({"podium_histogram": None}) is None
+    assert report.own_mean_ms({}) is None  # a run made before the bench read it
+
+
 def test_no_calls_or_no_such_bucket_is_shown_as_missing_not_zero() -> None:
     empty = {"buckets": {}, "count": 0, "sum": 0.0}
     assert report.share_within(empty) is None and report.mean_ms(empty) is None

@@ -195,14 +195,21 @@ async def test_waits_are_audited_once_per_why_and_counted(now: datetime) -> None
     assert await world.pass_() == []  # the same why: not audited again
 
 
-async def test_held_pods_say_why_their_gang_waits_written_only_when_it_changes(
+async def test_held_pods_say_why_their_gang_waits_once_it_holds_and_only_when_it_changes(
     now: datetime,
 ) -> None:
+    """The why is written on a gang's pods once two periodic passes in a row say the same, not
+    at the first pass that sees it: a gang still arriving, or a line that moves, is not patched
+    pass after pass (issue 28: those writes competed with a burst's admissions)."""
     world = World(
         [*cluster(c=0), *held_job("older", 2, now), *held_job("newer", 2, now + timedelta(1))],
         now,
     )
-    await world.pass_()
+    await world.pass_()  # older released, newer's why new
+    patched = [c for c in world.api.calls if c[:2] == ("patch", "Pod")]
+    assert not [name for _, _, name in patched if name.startswith("newer")]
+    assert not any(labels.HELD_WHY in p["metadata"]["annotations"] for p in world.pods("newer"))
+    await world.pass_()  # the same why again: now it is said
     patched = [c for c in world.api.calls if c[:2] == ("patch", "Pod")]
     assert sorted(name for _, _, name in patched if name.startswith("newer")) == [
         "newer-master-0",
@@ -215,10 +222,12 @@ async def test_held_pods_say_why_their_gang_waits_written_only_when_it_changes(
     calls = len(world.api.calls)
     await world.pass_()
     assert len(world.api.calls) == calls
-    # The why changes (room went): one patch per pod, then released: the annotation goes.
+    # The why changes (room went): the pods keep the old why for a pass, then one patch each.
     for hog in hogs("a", range(1)):
         world.api.put(hog)
     calls = len(world.api.calls)
+    await world.pass_()
+    assert not [c for c in world.api.calls[calls:] if c[:2] == ("patch", "Pod")]
     await world.pass_()
     assert len([c for c in world.api.calls[calls:] if c[:2] == ("patch", "Pod")]) == 2
     whys = {p["metadata"]["annotations"].get(labels.HELD_WHY) for p in world.pods("newer")}
@@ -229,6 +238,35 @@ async def test_held_pods_say_why_their_gang_waits_written_only_when_it_changes(
     (released,) = await world.pass_()
     assert released["job"]["name"] == "newer" and world.gated("newer") == []
     assert all(labels.HELD_WHY not in p["metadata"]["annotations"] for p in world.pods("newer"))
+
+
+async def test_a_gang_arriving_pod_by_pod_is_said_once_whole_or_once_held_long(
+    now: datetime,
+) -> None:
+    """A gang whose why changes at every pass (its pods still coming) says nothing until the why
+    holds; one held ``SAY_ANYWAY_SECONDS`` or more says every new why at once."""
+    job = held_job("slow", 4, now)
+    full = [*hogs("a", range(1)), *hogs("b", range(2)), *hogs("c", range(8))]
+    world = World([*cluster(), *full, *job[:2]], now)  # the job and its first pod
+    for pod in job[2:]:
+        await world.pass_()
+        assert not [c for c in world.api.calls if c[:2] == ("patch", "Pod")]
+        world.api.put(pod)
+    await world.pass_()  # whole now: "needs … in one zone", said once it holds
+    assert not [c for c in world.api.calls if c[:2] == ("patch", "Pod")]
+    # (Every node is taken; empty, zone-c would hold it: no too-big.)
+    assert await world.pass_() == []  # the why is unchanged: not audited again ...
+    whys = {p["metadata"]["annotations"].get(labels.HELD_WHY) for p in world.pods("slow")}
+    assert len(whys) == 1 and None not in whys  # ... and now written on every pod
+    # Held long: a new why (zone-b's room grew, too little still) is written at the pass that
+    # sees it.
+    world.now = now + timedelta(seconds=releaser.SAY_ANYWAY_SECONDS)
+    calls = len(world.api.calls)
+    world.api.store.objects.pop(("", "Pod", "other", "hog-b-0"))
+    await world.pass_()
+    patched = [c for c in world.api.calls[calls:] if c[:2] == ("patch", "Pod")]
+    assert len(patched) == 4
+    assert {p["metadata"]["annotations"].get(labels.HELD_WHY) for p in world.pods("slow")} != whys
 
 
 async def test_nothing_happens_unless_leading(now: datetime) -> None:

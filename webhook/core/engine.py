@@ -126,11 +126,30 @@ def decide(
     creating the record lost a race and the winner's record has been read back). In a namespace
     in shadow mode (``Settings.namespace_mode``) the decision is made as in enforce mode, then
     ``shadowed``."""
-    decision = _decide(request, view, settings, now=now, recorded=recorded, scheduler=scheduler)
-    if decision.outcome not in SHADOWED or decision.pod is None or decision.gang is None:
-        return decision
-    ns_labels = labels_of(view.namespace(decision.namespace))
-    if settings.namespace_mode(decision.namespace, ns_labels) is not Mode.SHADOW:
+    namespace = request.namespace
+    pod = request.object
+    if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
+        return _judged_update(request, view, settings)
+    if not request.is_pod or request.operation != "CREATE" or request.sub_resource or pod is None:
+        what = f"{request.operation} {request.kind.get('kind', '?')}"
+        if request.sub_resource:
+            what += f"/{request.sub_resource}"
+        return Decision(
+            outcome="skipped", reason="not-a-pod-creation", detail=what, namespace=namespace
+        )
+    meta: Mapping[str, Any] = metadata_of(pod)
+    namespace = namespace or str(meta.get("namespace") or "")
+    # The namespace's mode, read once: it says whether podium acts here and whether in shadow.
+    mode = settings.namespace_mode(namespace, labels_of(view.namespace(namespace)))
+    decision = _decide(
+        pod, meta, namespace, mode, view, settings, now=now, recorded=recorded, scheduler=scheduler
+    )
+    if (
+        mode is not Mode.SHADOW
+        or decision.outcome not in SHADOWED
+        or decision.pod is None
+        or decision.gang is None
+    ):
         return decision
     return shadowed(decision, view, settings, now=now, scheduler=scheduler)
 
@@ -172,7 +191,10 @@ def shadowed(
 
 
 def _decide(
-    request: Request,
+    pod: Obj,
+    meta: Mapping[str, Any],
+    namespace: str,
+    mode: Mode | None,
     view: View,
     settings: Settings,
     *,
@@ -180,20 +202,8 @@ def _decide(
     recorded: Record | None,
     scheduler: bool,
 ) -> Decision:
-    namespace = request.namespace
-    pod = request.object
-    if request.is_pod and request.operation == "UPDATE" and not request.sub_resource:
-        return _judged_update(request, view, settings)
-    if not request.is_pod or request.operation != "CREATE" or request.sub_resource or pod is None:
-        what = f"{request.operation} {request.kind.get('kind', '?')}"
-        if request.sub_resource:
-            what += f"/{request.sub_resource}"
-        return Decision(
-            outcome="skipped", reason="not-a-pod-creation", detail=what, namespace=namespace
-        )
-    meta: Mapping[str, Any] = metadata_of(pod)
-    namespace = namespace or str(meta.get("namespace") or "")
-    skip = _why_skip(pod, namespace, view, settings)
+    """A pod's CREATE in ``namespace``, whose mode (``Settings.namespace_mode``) is ``mode``."""
+    skip = _why_skip(meta, namespace, mode, settings)
     if skip is not None:
         return _skipped(pod, namespace, *skip, strip=skip[0] != "excluded-namespace")
     gang = adapters.recognise(pod, namespace, view)
@@ -339,13 +349,12 @@ def _summary(gang: Gang) -> str:
     return f"{pods} pod(s), {total or 'no requests'}"
 
 
-def _why_skip(pod: Obj, namespace: str, view: View, settings: Settings) -> tuple[str, str] | None:
-    meta: Mapping[str, Any] = metadata_of(pod)
-    if settings.skips_namespace(namespace):
+def _why_skip(
+    meta: Mapping[str, Any], namespace: str, mode: Mode | None, settings: Settings
+) -> tuple[str, str] | None:
+    if mode is None and settings.skips_namespace(namespace):
         return "excluded-namespace", f"namespace {namespace!r} is never mutated"
-    ns = view.namespace(namespace)
-    ns_labels = labels_of(ns)
-    if settings.namespace_mode(namespace, ns_labels) is None:
+    if mode is None:
         wanted = f"{settings.namespace_label}={settings.namespace_label_value}"
         return (
             "namespace-not-enabled",

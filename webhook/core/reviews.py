@@ -46,9 +46,10 @@ class Request:
 
 def _strings(value: Mapping[str, Any]) -> Mapping[str, str]:
     """``value`` with every value a string (as the apiserver sends it: then ``value`` itself)."""
-    if all(type(v) is str for v in value.values()):
-        return value
-    return {k: str(v) for k, v in value.items()}
+    for v in value.values():  # a loop, not all(genexpr): this runs twice at every admission
+        if type(v) is not str:
+            return {k: str(v) for k, v in value.items()}
+    return value
 
 
 def _str(value: Any, what: str, *, required: bool = False) -> str:
@@ -128,10 +129,7 @@ def _check_object(obj: Mapping[str, Any]) -> None:
     if not is_mapping(meta):
         raise ReviewError("request.object.metadata must be an object")
     for field in ("labels", "annotations"):
-        values = meta.get(field) or {}
-        if not is_mapping(values) or not all(
-            type(k) is str and type(v) is str for k, v in values.items()
-        ):
+        if not _string_map(meta.get(field) or {}):
             raise ReviewError(f"request.object.metadata.{field} must map strings to strings")
     refs = meta.get("ownerReferences") or []
     if not isinstance(refs, list) or not all(is_mapping(r) for r in refs):
@@ -143,19 +141,34 @@ def _check_object(obj: Mapping[str, Any]) -> None:
         _check_containers(spec.get(field), f"request.object.spec.{field}")
 
 
+def _string_map(values: object) -> bool:
+    if not is_mapping(values):
+        return False
+    for k, v in values.items():  # noqa: SIM110 - a loop, not all(genexpr): at every admission
+        if type(k) is not str or type(v) is not str:
+            return False
+    return True
+
+
 def _check_containers(containers: Any, what: str) -> None:
     """A pod's containers as resource sums read them: a list of objects, each with its
     ``resources`` (if any) an object of ``limits`` and ``requests`` objects."""
     if containers is None:
         return
-    if not isinstance(containers, list) or not all(is_mapping(c) for c in containers):
+    # Loops, not all(genexpr): this runs at every admission.
+    if not isinstance(containers, list):
         raise ReviewError(f"{what} must be a list of objects (containers)")
+    for container in containers:
+        if not is_mapping(container):
+            raise ReviewError(f"{what} must be a list of objects (containers)")
     for index, container in enumerate(containers):
         res = container.get("resources")
         if res is None:
             continue
-        if not is_mapping(res) or not all(
-            is_mapping(res.get(key) or {}) for key in ("limits", "requests")
+        if (
+            not is_mapping(res)
+            or not is_mapping(res.get("limits") or {})
+            or not is_mapping(res.get("requests") or {})
         ):
             raise ReviewError(
                 f"{what}[{index}].resources must be an object with limits and requests objects"

@@ -38,7 +38,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence, Set
 from datetime import datetime
 
 from webhook.core import audit, labels, release
@@ -67,6 +67,12 @@ CATCH_UP_SECONDS = 30.0
 #: (``min(32, CPUs + 4)`` threads, 6 on 2 CPUs), which admissions share — a larger bound would
 #: only queue there, in front of admissions' calls.
 UNGATE_PARALLELISM = 8
+#: A waiting gang's why is written on its pods (``podium.dev/held``) once it says something that
+#: holds: the same why at two periodic passes in a row, a gang no zone could ever hold (said at
+#: once: someone must act), or a gang held this long, whose why is then written whenever it
+#: changes. A gang still arriving pod by pod ("waiting for its pods: 3 of 8 exist") or in a line
+#: that moves every pass is not patched at every pass, in a burst of creations least of all.
+SAY_ANYWAY_SECONDS = 10.0
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -129,11 +135,14 @@ class Releaser(loops.LeaderPass):
         )
         if woken:
             return entries
+        before = self.memory.reported
         self.memory, changed = self.memory.counted(planned.counts).report(
             [(w.held.key, w.why) for w in planned.waits]
         )
         entries += [self.write(_held_entry(w, now)) for w in planned.waits if w.held.key in changed]
-        await self._annotate(planned.waits)
+        await self._annotate(
+            planned.waits, settled={w.held.key for w in planned.waits if _settled(w, before, now)}
+        )
         if self.meter is not None:
             self.meter.gangs_held.set(len(planned.waits))
             self.meter.gangs_too_big.set(sum(1 for w in planned.waits if w.too_big))
@@ -161,17 +170,19 @@ class Releaser(loops.LeaderPass):
         self.memory = caught.store
         return caught.caught_up
 
-    async def _annotate(self, waits: Sequence[release.Wait]) -> None:
-        """Say on each held pod why its gang waits (``podium.dev/held``): one merge patch per pod
-        whose annotation differs from the why, none when nothing changed. The memory keeps
-        what was written until the watch shows it, so a lagging view causes no second write
-        (``Expectations.to_say``, ``said_to``). ``UNGATE_PARALLELISM`` patches at once: each
-        pod's write stands alone, and one failing does not stop the others."""
+    async def _annotate(self, waits: Sequence[release.Wait], *, settled: Set[str]) -> None:
+        """Say on each held pod of a ``settled`` gang (`_settled`) why it waits
+        (``podium.dev/held``): one merge patch per pod whose annotation differs from the why,
+        none when nothing changed. The memory keeps what was written until the watch shows it,
+        so a lagging view causes no second write (``Expectations.to_say``, ``said_to``); the pods
+        of the other gangs keep what was said to them before. ``UNGATE_PARALLELISM`` patches at
+        once: each pod's write stands alone, and one failing does not stop the others."""
         held = [
             HeldPod(p.namespace, p.name, p.uid, p.annotations.get(labels.HELD_WHY), wait.why)
             for wait in waits
             for p in wait.held.held
         ]
+        unsaid = {p.uid for wait in waits if wait.held.key not in settled for p in wait.held.held}
         failed: set[str] = set()
         bound = asyncio.Semaphore(UNGATE_PARALLELISM)
 
@@ -188,8 +199,9 @@ class Releaser(loops.LeaderPass):
 
         async with asyncio.TaskGroup() as group:
             for pod in self.memory.to_say(held):
-                group.create_task(say(pod))
-        self.memory = self.memory.said_to(held, failed=failed)
+                if pod.uid not in unsaid:
+                    group.create_task(say(pod))
+        self.memory = self.memory.said_to(held, failed=failed | unsaid)
 
     async def execute(self, planned: release.Release, *, now: datetime) -> audit.AuditEntry:
         """Write the record and policy, then ungate the pods; the audit entry of how it went."""
@@ -373,6 +385,16 @@ def _released_entry(
         error=error,
         domain=planned.domain,
         topology=planned.topology,
+    )
+
+
+def _settled(wait: release.Wait, before: Mapping[str, str], now: datetime) -> bool:
+    """Whether ``wait``'s why is written on its pods this pass (`SAY_ANYWAY_SECONDS`):
+    ``before`` is the why of each gang at the previous periodic pass."""
+    return (
+        wait.too_big
+        or before.get(wait.held.key) == wait.why
+        or wait.held.waited(now) >= SAY_ANYWAY_SECONDS
     )
 
 
