@@ -204,3 +204,17 @@ def test_the_zone_fit_counts_pods_heading_into_a_block_inside_it(now: datetime) 
     (second,) = plan([*ungate(first, r), *held_job("big", 2, now)], now).releases
     assert (second.held.gang.owner.name, second.zone) == ("big", "zone-a")
     assert second.domain == f"{L2}=nn-a,{L3}=b2"
+
+
+def test_a_gang_goes_to_the_zone_where_a_block_fits_it_not_the_tightest_zone(
+    now: datetime,
+) -> None:
+    """zone-b is the tighter zone (best-fit), but its 3 nodes carry no block labels; zone-a's
+    block b1 has room for the whole gang: the gang goes there, not into zone-b alone. Without a
+    block anywhere it would take zone-b (the zone fit alone: the second plan)."""
+    extra = [NodeBuilder(f"b-{i}").zone("zone-b").obj() for i in (1, 2)]
+    objects = [*cluster(), *extra, *held_job("llama", 3, now)]
+    (r,) = plan(objects, now).releases
+    assert (r.zone, r.domain) == ("zone-a", f"{L2}=nn-a,{L3}=b1")
+    (z,) = plan(objects, now, dataclasses.replace(TOPO, topology_levels=())).releases
+    assert z.zone == "zone-b"

@@ -846,17 +846,23 @@ def _below(
     zone (and reason) it goes to, or — when it requires a level no domain of which has room in
     any zone it fits — the wait that says so (its ``best_zone``: the zone of the roomiest
     domain, kept for it as a head's is). A gang that does not require a level goes to the zone
-    ``_place`` chose; one that does, to the best zone among those with a domain that fits."""
+    ``_place`` chose among those where its domain is the finest (a block beats a zone alone:
+    the zone fit alone would send a gang to the tightest zone even where only another zone has a
+    block with room for it); one that requires a level, to the best zone among those with a
+    domain of it that fits."""
     widest = max(held.held, key=lambda p: sum(p.requests.values()))
     ask = topology.ask_of(widest.annotations, settings.topology_levels)
     zone, reason = _place(fitting, fit, settings)
+    if ask.level is None:
+        return topology.Choice((), ask.note), zone, reason, None
     nodes = view.candidate_zones(_constraint(held))
-    ask_in = sorted(fitting) if ask.required else [zone]
-    choices = {z: _choose(held, heading, z, nodes[z], fit.primary, ask, settings) for z in ask_in}
-    able = {z: fitting[z] for z, c in choices.items() if not c.wait}
-    if able:
-        if ask.required:
-            zone, reason = _place(able, fit, settings)
+    choices = {
+        z: _choose(held, heading, z, nodes[z], fit.primary, ask, settings) for z in sorted(fitting)
+    }
+    finest = max((len(c.domain) for c in choices.values() if not c.wait), default=None)
+    if finest is not None:
+        able = {z: fitting[z] for z, c in choices.items() if not c.wait and len(c.domain) == finest}
+        zone, reason = _place(able, fit, settings)
         return choices[zone], zone, reason, None
     neg, best = min((-(c.roomiest.free if c.roomiest else -1), z) for z, c in choices.items())
     free = -neg
