@@ -164,6 +164,11 @@ class AuditEntry(TypedDict):
     #: unchanged; ``patch``, ``effects`` (outcome ``shadow``) and ``warnings`` say what enforce
     #: mode would have done.
     shadow: NotRequired[bool]
+    #: ``topology-levels``: the domain below the zone a gang was released into
+    #: (``key=value,…``, coarse to fine) and why that one, or why a required level waits
+    #: (``topology``); absent when the levels are not set or say nothing.
+    domain: NotRequired[str]
+    topology: NotRequired[str]
 
 
 #: Marks podium's lines among other log lines (e.g. in ``kubectl logs``).
@@ -235,10 +240,12 @@ def released(
     waited_seconds: float,
     latency_ms: float,
     error: str | None,
+    domain: str = "",
+    topology: str = "",
 ) -> AuditEntry:
     """A gang the releaser released into ``zone`` (``pods`` ungated, the objects it wrote in
     ``effects``), or stopped releasing at ``error``: ``result`` is ``released`` or
-    ``failed: <error>``."""
+    ``failed: <error>``; ``domain``/``topology``: the domain below the zone and why."""
     entry = _entry(
         time=time,
         namespace=namespace,
@@ -253,7 +260,7 @@ def released(
         error=error,
     )
     result = "released" if error is None else failed(error)
-    return _releaser_step(entry, "release", result, pods, waited_seconds)
+    return _below(_releaser_step(entry, "release", result, pods, waited_seconds), domain, topology)
 
 
 def held(
@@ -266,8 +273,10 @@ def held(
     result: str,
     pods: Sequence[str],
     waited_seconds: float,
+    topology: str = "",
 ) -> AuditEntry:
-    """A gang that waits (``detail``: why); ``result`` says where it stands in line."""
+    """A gang that waits (``detail``: why); ``result`` says where it stands in line;
+    ``topology``: why a level it requires has no domain with room."""
     entry = _entry(
         time=time,
         namespace=namespace,
@@ -276,7 +285,17 @@ def held(
         detail=detail,
         job=job,
     )
-    return _releaser_step(entry, "wait", result, pods, waited_seconds)
+    return _below(_releaser_step(entry, "wait", result, pods, waited_seconds), "", topology)
+
+
+def _below(entry: AuditEntry, domain: str, topology: str) -> AuditEntry:
+    """The topology keys of a releaser entry, only when there is something to say (an entry
+    without ``topology-levels`` is as before)."""
+    if domain:
+        entry["domain"] = domain
+    if topology:
+        entry["topology"] = topology
+    return entry
 
 
 def buffered(

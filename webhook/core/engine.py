@@ -24,6 +24,7 @@ from webhook.core import (
     records,
     resources,
     running,
+    topology,
     updates,
     zones,
 )
@@ -431,12 +432,18 @@ def _pinned_decision(
     policy_name, policy, withheld = policies.covering_policy(
         gang, namespace, view, settings, zone=choice.zone, record_zone=recorded_zone or choice.zone
     )
+    annotations = _pin_annotations(pod, choice, policy_name)
+    # A later pod of a gang the releaser put into a domain below the zone follows that domain.
+    domain = record.domain if record is not None and record.zone == choice.zone else ""
+    if domain and choice.zone:
+        annotations[labels.TOPOLOGY] = domain
     after, patch = mutation.pin(
         pod,
         zone=choice.zone,
         gang_key=gang.key,
         zone_label=settings.zone_label,
-        annotations=_pin_annotations(pod, choice, policy_name),
+        annotations=annotations,
+        below=topology.requirements(topology.parse(domain)) if choice.zone else (),
     )
     new_record = _new_record(
         record,

@@ -32,6 +32,15 @@ HELD = "held"
 #: Annotation on a held pod: why its gang still waits (the releaser's why, e.g. "needs 4 × 8
 #: nvidia.com/gpu in one zone; …; 2nd in line"), written when the why changes, removed at release.
 HELD_WHY = PREFIX + "held"
+#: Pod annotations (from the job's pod template, as Kueue's ``podset-required-topology``) asking
+#: for a topology level below the zone (``topology-levels``, docs/topology.md): its value is one
+#: level's node label key. Required: one domain of that level or wait; preferred: the finest
+#: level that fits starting there, climbing to the zone. Neither: preferred at the finest level.
+REQUIRED_TOPOLOGY = PREFIX + "required-topology"
+PREFERRED_TOPOLOGY = PREFIX + "preferred-topology"
+#: Annotation on a pod the releaser released into a domain below the zone: the domain's label
+#: values, coarse to fine (``key=value,key=value``); absent when released into the zone alone.
+TOPOLOGY = PREFIX + "topology"
 #: Label on podium's own objects saying what they are (``decision`` or ``policy``).
 COMPONENT = PREFIX + "component"
 
@@ -39,6 +48,7 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "podium"
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 MIRROR_POD = "kubernetes.io/config.mirror"
 
 _MAX_NAME = 253

@@ -13,7 +13,7 @@ for arbitrary pods, that the patch applied by ``jsonpatch`` gives exactly the po
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jsonpatch
@@ -35,13 +35,20 @@ class Mutation(NamedTuple):
 
 
 def pin(
-    pod: Obj, *, zone: str | None, gang_key: str, zone_label: str, annotations: Mapping[str, str]
+    pod: Obj,
+    *,
+    zone: str | None,
+    gang_key: str,
+    zone_label: str,
+    annotations: Mapping[str, str],
+    below: Sequence[Mapping[str, Any]] = (),
 ) -> Mutation:
     """``pod`` with the trusted job label, the annotations and, given a zone, the trusted zone
     label and ``zone_label In [zone]`` required in *every* nodeSelectorTerm (terms are ORed, so
-    one term without it would let the pod escape the zone). Without a zone, a zone label the pod
-    brought is removed: only podium says which zone a pod is in. ``pod`` itself is never
-    mutated."""
+    one term without it would let the pod escape the zone), followed there by the requirements
+    ``below`` it (the domain of the zone the releaser chose, ``topology.requirements``).
+    Without a zone, a zone label the pod brought is removed: only podium says which zone a pod
+    is in. ``pod`` itself is never mutated."""
     out: Pod = dict(pod)
     ops: list[Op] = []
     meta, meta_ops = _child(out, "metadata", ops)
@@ -54,9 +61,9 @@ def pin(
         spec, spec_ops = _child(out, "spec", ops)
         before = spec.get("affinity")
         if not isinstance(before, dict) or not before:
-            after = _require_zone({}, zone, zone_label)
+            after = _require_zone({}, zone, zone_label, below)
             _set(spec, "affinity", after, spec_ops, "/spec")
-        elif (after := _require_zone(copy.deepcopy(before), zone, zone_label)) != before:
+        elif (after := _require_zone(copy.deepcopy(before), zone, zone_label, below)) != before:
             spec["affinity"] = after
             spec_ops += [
                 {**op, "path": "/spec/affinity" + op["path"]}
@@ -94,14 +101,21 @@ def release(
     gang_key: str,
     zone_label: str,
     annotations: Mapping[str, str],
+    below: Sequence[Mapping[str, Any]] = (),
 ) -> Mutation:
-    """``pod`` released from podium's gate into ``zone`` (``pin``) in one patch, as KEP-3838
-    advises: the zone is added to every required term while the pod is still gated (the only time
-    its placement may be narrowed), and the gate is removed by index behind a ``test`` of that
-    index's name and of the pod's UID, so a patch computed from a stale read fails instead of
-    removing another gate or touching a recreated pod of the same name."""
+    """``pod`` released from podium's gate into ``zone`` (``pin``, with the domain ``below`` it)
+    in one patch, as KEP-3838 advises: the zone is added to every required term while the pod
+    is still gated (the only time its placement may be narrowed), and the gate is removed by
+    index behind a ``test`` of that index's name and of the pod's UID, so a patch computed from
+    a stale read fails instead of removing another gate or touching a recreated pod of the same
+    name."""
     after, ops = pin(
-        pod, zone=zone, gang_key=gang_key, zone_label=zone_label, annotations=annotations
+        pod,
+        zone=zone,
+        gang_key=gang_key,
+        zone_label=zone_label,
+        annotations=annotations,
+        below=below,
     )
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     index = next(
@@ -207,8 +221,14 @@ def _merge(
             _set(merged, k, v, ops, f"{path}/{escape(key)}")
 
 
-def _require_zone(affinity: dict[str, Any], zone: str, zone_label: str) -> dict[str, Any]:
-    wanted = {"key": zone_label, "operator": "In", "values": [zone]}
+def _require_zone(
+    affinity: dict[str, Any],
+    zone: str,
+    zone_label: str,
+    below: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    zone_expr = {"key": zone_label, "operator": "In", "values": [zone]}
+    wanted_all = [zone_expr, *(dict(b) for b in below)]
     node_affinity = affinity.setdefault("nodeAffinity", {}) or {}
     affinity["nodeAffinity"] = node_affinity
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}) or {}
@@ -218,6 +238,7 @@ def _require_zone(affinity: dict[str, Any], zone: str, zone_label: str) -> dict[
     for term in terms:
         exprs = term.setdefault("matchExpressions", []) or []
         term["matchExpressions"] = exprs
-        if wanted not in exprs:
-            exprs.append(wanted)
+        for wanted in wanted_all:
+            if wanted not in exprs:
+                exprs.append(wanted)
     return affinity

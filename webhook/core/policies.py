@@ -76,10 +76,12 @@ def build_record(
     detail: str,
     decided_at: str,
     chooser: str = records.PODIUM,
+    domain: str = "",
 ) -> Manifest:
     """The decision record: created atomically once per gang, so every replica follows one zone.
     A gang whose zone kube-scheduler chooses is recorded with ``zoneChooser: scheduler`` and no
-    zone."""
+    zone. ``domain``: the domain below the zone the releaser chose (``data.topology``, only when
+    there is one)."""
     record: Manifest = {
         "apiVersion": RECORD_API_VERSION,
         "kind": RECORD_KIND,
@@ -98,6 +100,8 @@ def build_record(
     }
     if chooser != records.PODIUM:
         record["data"]["zoneChooser"] = chooser
+    if domain:
+        record["data"]["topology"] = domain
     return record
 
 

@@ -30,6 +30,10 @@ class Record:
     #: Who chooses the gang's zone (``PODIUM`` or ``SCHEDULER``): decided on the gang's first pod
     #: and followed by every later one, whatever the setting says by then.
     chooser: str = PODIUM
+    #: The domain below the zone the gang was released into (``topology.describe``: ``key=value``
+    #: per level, coarse to fine); empty: the zone alone (and every record written before
+    #: ``topology-levels``). Pods of the gang released later follow it.
+    domain: str = ""
 
 
 def read_record(
@@ -61,4 +65,5 @@ def parse_record(obj: Obj) -> Record | None:
         decided_at=str(data.get("decidedAt") or ""),
         demand=demand,
         chooser=SCHEDULER if data.get("zoneChooser") == SCHEDULER else PODIUM,
+        domain=str(data.get("topology") or ""),
     )

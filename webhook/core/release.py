@@ -72,6 +72,7 @@ from webhook.core import (
     records,
     resources,
     running,
+    topology,
     zones,
 )
 from webhook.core.adapters.base import Gang, PodGroup, Stage, job_of_gang, total_of
@@ -143,6 +144,10 @@ class Release:
     waited_seconds: float
     #: Who asked for an admin release (``podium release``); empty for the releaser's own.
     by: str = ""
+    #: ``topology-levels``: the domain below the zone the pods are released into
+    #: (``topology.describe``; empty: the zone alone), and why that one (or why none).
+    domain: str = ""
+    topology: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,6 +161,8 @@ class Wait:
     best_free: int = 0
     #: Why no zone could ever hold it (``too_big``): the numbers behind ``why``.
     never: neverfits.NeverFits | None = None
+    #: ``topology-levels``: why the level it requires has no domain with room (else empty).
+    topology: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -246,10 +253,8 @@ def plan(
             continue
         fit = _Fit.of(held, view, settings, heading)
         if fitting := {z: c for z, c in fit.zones.items() if c.fits and z != head}:
-            zone, reason = _place(fitting, fit, settings)
-            release = _release(held, view, settings, now, zone=zone, reason=reason, fit=fit)
-            releases.append(release)
-            heading.add(zone, held.gang.demand)
+            kept = _fitting(held, view, settings, now, fit, fitting, heading, releases, waits)
+            head = head or kept
             continue
         grown = _grow(grower, held, view, fit, heading)
         if isinstance(grown, buffers.Want) and grown.zone is not None:
@@ -431,6 +436,9 @@ class _Heading:
     def __init__(self, view: ClusterView, settings: Settings, now: datetime) -> None:
         self._view = view
         self._groups: dict[str, list[PodGroup]] = {}
+        #: ``topology-levels``: per zone, the groups heading into a domain of it, and the rest.
+        self._bound: dict[str, list[tuple[topology.Domain, Sequence[PodGroup]]]] = {}
+        self._loose: dict[str, list[PodGroup]] = {}
         #: (a zone's candidate nodes, how many groups head there) → the room per node.
         self._rooms: dict[tuple[ZoneNodes, int], list[resources.Resources]] = {}
         for namespace, key in set(view.gangs()):
@@ -438,12 +446,30 @@ class _Heading:
             for pod in pods:
                 zone = pod.labels.get(labels.ZONE)
                 if zone and pod.pending and not pod.gated:
-                    self.add(zone, (PodGroup(1, pod.requests),))
+                    domain = topology.parse(pod.annotations.get(labels.TOPOLOGY) or "")
+                    self.add(zone, (PodGroup(1, pod.requests),), domain)
             for zone, groups in _unborn(view, settings, now, namespace, key, pods).items():
                 self.add(zone, groups)
 
-    def add(self, zone: str, groups: Sequence[PodGroup]) -> None:
+    def add(self, zone: str, groups: Sequence[PodGroup], domain: topology.Domain = ()) -> None:
         self._groups.setdefault(zone, []).extend(groups)
+        if domain:
+            self._bound.setdefault(zone, []).append((domain, groups))
+        else:
+            self._loose.setdefault(zone, []).extend(groups)
+
+    def domain_room(self, zone: str, nodes: ZoneNodes, primary: str) -> list[resources.Resources]:
+        """``room`` for ``topology``: the pods heading into a domain of the zone spread over
+        that domain's nodes (their node selection keeps them there), the rest over the zone."""
+        infos = list(nodes.nodes.values())
+        room = [dict(self._view.free_on(n)) for n in infos]
+        for domain, groups in self._bound.get(zone, ()):
+            inside = [
+                room[i] for i, n in enumerate(infos) if all(n.labels.get(k) == v for k, v in domain)
+            ]
+            zones.spread_into(groups, inside, primary)
+        zones.spread_into(self._loose.get(zone, ()), room, primary)
+        return room
 
     def groups(self, zone: str) -> Sequence[PodGroup]:
         return self._groups.get(zone, ())
@@ -534,7 +560,10 @@ def _complete(held: HeldGang, view: ClusterView, settings: Settings, now: dateti
         detail=(
             f"{len(held.released)} pod(s) of {held.gang.display} were released into {zone} "
             f"already: the {len(held.held)} still held follow"
+            + (f" (into {held.record.domain})" if held.record.domain else "")
         ),
+        domain=held.record.domain,
+        topology="its record's domain" if held.record.domain else "",
         record=None,
         replace=False,
         policies=tuple(policy),
@@ -554,6 +583,7 @@ def _release(
     reason: str,
     fit: _Fit,
     detail: str = "",
+    below: topology.Choice | None = None,
 ) -> Release:
     gang = held.gang
     if zone is not None:
@@ -567,6 +597,10 @@ def _release(
         f"{zone} has room for all of {gang.display} ({_needs(gang, fit.primary)}), "
         f"after {held.waited(now):.0f}s held"
     )
+    domain = topology.describe(below.domain) if below is not None and zone else ""
+    why = below.why if below is not None and zone else ""
+    if why:
+        detail += f"; {why}" if domain else f"; below the zone: {why}"
     record = policies.build_record(
         gang=gang,
         namespace=held.namespace,
@@ -574,12 +608,15 @@ def _release(
         reason=reason,
         detail=detail,
         decided_at=now.astimezone(UTC).isoformat(timespec="seconds"),
+        domain=domain,
     )
     return Release(
         held=held,
         zone=zone,
         reason=reason,
         detail=detail,
+        domain=domain,
+        topology=why,
         record=record,
         replace=held.record is not None,
         policies=tuple(policy),
@@ -623,6 +660,10 @@ def _follow(held: HeldGang, view: ClusterView, settings: Settings, now: datetime
         return None
     detail = f"{choice.detail}; released after {held.waited(now):.0f}s held"
     fit = _Fit(zones.primary_of(held.gang.total, settings), 0, {})
+    record = held.record
+    below = None
+    if record is not None and record.domain and record.zone == choice.zone:
+        below = topology.Choice(topology.parse(record.domain), "its record's domain")
     return _release(
         held,
         view,
@@ -632,6 +673,7 @@ def _follow(held: HeldGang, view: ClusterView, settings: Settings, now: datetime
         reason=str(choice.reason),
         fit=fit,
         detail=detail,
+        below=below,
     )
 
 
@@ -754,6 +796,120 @@ def _waiting(held: HeldGang, fit: _Fit, position: int, *, head_zone: str | None)
     return Wait(held=held, why=why, position=position, best_zone=zone, best_free=free)
 
 
+# -- below the zone (``topology``) ------------------------------------------------------------
+
+
+def _fitting(
+    held: HeldGang,
+    view: ClusterView,
+    settings: Settings,
+    now: datetime,
+    fit: _Fit,
+    fitting: Mapping[str, _ZoneFit],
+    heading: _Heading,
+    releases: list[Release],
+    waits: list[Wait],
+) -> str | None:
+    """A gang that fits ``fitting`` released into the zone ``_place`` chooses and, with
+    ``topology-levels``, the tightest domain of it that fits (``_below``); or, when it requires
+    a level no domain of which has room, its wait (``_short``): then the zone it would keep as
+    the head (``hold-order: oldest-first``), as a gang that fits no zone does."""
+    zone, reason = _place(fitting, fit, settings)
+    below = None
+    if settings.topology_levels:
+        below, zone, reason, short = _below(held, view, settings, heading, fit, fitting)
+        if short is not None:
+            out = _short(held, view, settings, now, fit, short, waits, heading)
+            if isinstance(out, Release):
+                releases.append(out)
+                return None
+            waits.append(out)
+            return out.best_zone if settings.hold_order is HoldOrder.OLDEST_FIRST else None
+    release = _release(held, view, settings, now, zone=zone, reason=reason, fit=fit, below=below)
+    releases.append(release)
+    heading.add(zone, held.gang.demand, below.domain if below else ())
+    return None
+
+
+def _below(
+    held: HeldGang,
+    view: ClusterView,
+    settings: Settings,
+    heading: _Heading,
+    fit: _Fit,
+    fitting: Mapping[str, _ZoneFit],
+) -> tuple[topology.Choice | None, str, str, Wait | None]:
+    """The domain below the zone for a gang that fits ``fitting`` (``topology.choose``), the
+    zone (and reason) it goes to, or — when it requires a level no domain of which has room in
+    any zone it fits — the wait that says so (its ``best_zone``: the zone of the roomiest
+    domain, kept for it as a head's is). A gang that does not require a level goes to the zone
+    ``_place`` chose; one that does, to the best zone among those with a domain that fits."""
+    widest = max(held.held, key=lambda p: sum(p.requests.values()))
+    ask = topology.ask_of(widest.annotations, settings.topology_levels)
+    zone, reason = _place(fitting, fit, settings)
+    nodes = view.candidate_zones(_constraint(held))
+    ask_in = sorted(fitting) if ask.required else [zone]
+    choices = {z: _choose(held, heading, z, nodes[z], fit.primary, ask, settings) for z in ask_in}
+    able = {z: fitting[z] for z, c in choices.items() if not c.wait}
+    if able:
+        if ask.required:
+            zone, reason = _place(able, fit, settings)
+        return choices[zone], zone, reason, None
+    neg, best = min((-(c.roomiest.free if c.roomiest else -1), z) for z, c in choices.items())
+    free = -neg
+    wait = Wait(
+        held=held,
+        why=choices[best].why + f" (in {best}, where the zone has room for it)",
+        position=0,
+        best_zone=best,
+        best_free=max(0, free),
+        topology=choices[best].why,
+    )
+    return None, zone, reason, wait
+
+
+def _choose(
+    held: HeldGang,
+    heading: _Heading,
+    zone: str,
+    nodes: ZoneNodes,
+    primary: str,
+    ask: topology.Ask,
+    settings: Settings,
+) -> topology.Choice:
+    room = heading.domain_room(zone, nodes, primary)
+    slots = [
+        topology.Slot(n.labels, r, n.allocatable)
+        for n, r in zip(nodes.nodes.values(), room, strict=True)
+    ]
+    return topology.choose(slots, held.gang.demand, primary, settings.topology_levels, ask)
+
+
+def _short(
+    held: HeldGang,
+    view: ClusterView,
+    settings: Settings,
+    now: datetime,
+    fit: _Fit,
+    short: Wait,
+    waits: Sequence[Wait],
+    heading: _Heading,
+) -> Release | Wait:
+    """A gang that requires a level no domain of which has room waits in line as a gang that
+    fits no zone does (the head keeps the zone of its roomiest domain); once it has waited
+    ``hold-timeout-seconds`` it is released into that zone, the zone alone."""
+    if not _timed_out(held, settings, now):
+        return dataclasses.replace(short, position=_in_line(waits))
+    zone = short.best_zone
+    assert zone is not None
+    heading.add(zone, held.gang.demand)
+    detail = (
+        f"held {held.waited(now):.0f}s (hold-timeout-seconds {settings.hold_timeout_seconds:g}): "
+        f"{short.why}; released into {zone} alone"
+    )
+    return _release(held, view, settings, now, zone=zone, reason=TIMEOUT, fit=fit, detail=detail)
+
+
 # -- capacity buffers (``buffers``) -----------------------------------------------------------
 
 
@@ -826,10 +982,14 @@ def release_patch(pod: Obj, release: Release, settings: Settings) -> list[dict[s
     annotations = {labels.ZONE: release.zone or "", labels.REASON: release.reason}
     if release.policy_name is not None:
         annotations[labels.POLICY] = release.policy_name
+    domain = topology.parse(release.domain) if release.zone else ()
+    if domain:
+        annotations[labels.TOPOLOGY] = release.domain
     return mutation.release(
         pod,
         zone=release.zone,
         gang_key=release.held.key,
         zone_label=settings.zone_label,
         annotations=annotations,
+        below=topology.requirements(domain),
     ).patch

@@ -228,6 +228,10 @@ class Settings:
     #: How long a buffer may ask one zone before ``buffer-on-deadline`` applies.
     buffer_deadline_seconds: float = 900.0
     buffer_on_deadline: BufferDeadline = BufferDeadline.NEXT_ZONE
+    #: Node label keys of the network levels below the zone, coarse to fine (docs/topology.md),
+    #: e.g. EKS's ``topology.k8s.aws/network-node-layer-2`` and ``-3``: the releaser puts each
+    #: gang into the tightest domain of its zone that fits it whole. Empty: the zone alone.
+    topology_levels: tuple[str, ...] = ()
 
     def may_write(self, namespace: str) -> bool:
         return not self.writable_namespaces or namespace in self.writable_namespaces
@@ -256,6 +260,11 @@ class Settings:
             raise SettingsError(
                 f"namespace-shadow-value and namespace-label-value are both "
                 f"{self.namespace_label_value!r}: a namespace could not say which mode it is in"
+            )
+        if self.zone_label in self.topology_levels:
+            raise SettingsError(
+                f"topology-levels lists the zone label {self.zone_label!r}: list only the "
+                "levels below the zone"
             )
 
     @classmethod
@@ -332,6 +341,8 @@ def _coerce(key: str, value: Any) -> Any:
             if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
                 raise TypeError("a list of namespace names")
             return frozenset(str(v) for v in value)
+        if key == "topology_levels":
+            return _levels(value)
         if key in _SECONDS:
             fits, allowed = _SECONDS[key]
             seconds = float(value)
@@ -349,6 +360,29 @@ def _coerce(key: str, value: Any) -> Any:
                 why += " (podium = pin)"
         elif key in _SECONDS:
             why = f"it must be a number, {_SECONDS[key][1]}"
+        elif key == "topology_levels":
+            why = str(err)
         else:
             why = f"it must be {err}"  # "a string", "a list of namespace names"
         raise SettingsError(f"setting {key.replace('_', '-')}={value!r} is invalid: {why}") from err
+
+
+def _levels(value: Any) -> tuple[str, ...]:
+    """``topology-levels``: node label keys, coarse to fine, each once, the hostname only last
+    (as Kueue's Topology), never the zone label (``Settings.__post_init__`` checks the one set)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError("it must be a list of node label keys, coarse to fine")
+    if not all(isinstance(v, str) for v in value):
+        raise TypeError("it must be a list of node label keys (strings), coarse to fine")
+    levels = tuple(value)
+    for level in levels:
+        if not level.rsplit("/", 1)[-1] or any(c.isspace() for c in level):
+            raise ValueError(f"{level!r} is not a node label key")
+    if len(set(levels)) != len(levels):
+        twice = next(v for v in levels if levels.count(v) > 1)
+        raise ValueError(f"{twice!r} is listed twice")
+    if labels.ZONE_LABEL in levels:
+        raise ValueError(f"{labels.ZONE_LABEL!r} is the zone, not a level below it")
+    if labels.HOSTNAME_LABEL in levels[:-1]:
+        raise ValueError(f"{labels.HOSTNAME_LABEL!r} may only be the last (finest) level")
+    return levels

@@ -274,6 +274,8 @@ def _buffer_event(entry: AuditEntry, events: _JobEvents) -> Event:
 def _released_event(entry: AuditEntry, events: _JobEvents) -> Event:
     zone = entry.get("zone")
     where = f"into zone {zone}" if zone else "unpinned"
+    if domain := entry.get("domain"):
+        where += f", domain {domain}"
     pods = len(entry.get("pods") or [])
     failed = str(entry.get("result") or "").startswith("failed")
     return events.event(

@@ -371,6 +371,8 @@ def _released_entry(
         waited_seconds=planned.waited_seconds,
         latency_ms=(time.perf_counter() - started) * 1000,
         error=error,
+        domain=planned.domain,
+        topology=planned.topology,
     )
 
 
@@ -384,4 +386,5 @@ def _held_entry(wait: release.Wait, now: datetime) -> audit.AuditEntry:
         result=f"position {wait.position}" if wait.position else "not ready",
         pods=[p.name for p in wait.held.held],
         waited_seconds=wait.held.waited(now),
+        topology=wait.topology,
     )

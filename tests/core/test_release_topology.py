@@ -1,0 +1,164 @@
+"""``release.plan`` with ``topology-levels``: a gang goes into the tightest domain of its zone
+that fits it whole, the release patch and the record carry the domain, later pods follow it, a
+required level with no room waits (and times out into the zone alone), pods heading into a
+domain take room there, and an empty ``topology-levels`` changes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import Any
+
+import jsonpatch
+
+from tests.builders import NodeBuilder, PodBuilder, namespace
+from tests.scenarios import NS, pytorch_pod, pytorchjob
+from webhook.core import adapters, labels, mutation, release
+from webhook.core.settings import Settings, ZoneChooser
+from webhook.core.view import ClusterView
+
+L2 = "topology.k8s.aws/network-node-layer-2"
+L3 = "topology.k8s.aws/network-node-layer-3"
+TOPO = Settings(zone_chooser=ZoneChooser.HOLD, topology_levels=(L2, L3))
+
+
+def cluster() -> list[dict[str, Any]]:
+    """zone-a: layer-2 nn-a over layer-3 blocks b1 (3 nodes) and b2 (2 nodes), and one node
+    with no layer labels; zone-b: one unlabelled node. 8 GPUs per node."""
+    nodes = [
+        NodeBuilder(f"a-{block}-{i}").zone("zone-a").label(L2, "nn-a").label(L3, block).obj()
+        for block, count in (("b1", 3), ("b2", 2))
+        for i in range(count)
+    ]
+    bare = [NodeBuilder("a-bare").zone("zone-a").obj(), NodeBuilder("b-0").zone("zone-b").obj()]
+    return [namespace(NS), *nodes, *bare]
+
+
+def held_job(
+    name: str, pods: int, at: datetime, notes: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    pj = pytorchjob(name, workers=pods - 1, gpus=8)
+    out = [pj]
+    for i in range(pods):
+        rtype, index = ("master", 0) if i == 0 else ("worker", i - 1)
+        pod = pytorch_pod(pj, rtype, index, gpus=8).uid().obj()
+        pod["metadata"].setdefault("annotations", {}).update(notes or {})
+        held = mutation.hold(pod, gang_key=pj["metadata"]["uid"]).pod
+        held["metadata"]["creationTimestamp"] = at.isoformat().replace("+00:00", "Z")
+        out.append(held)
+    return out
+
+
+def plan(objects: list[dict[str, Any]], now: datetime, settings: Settings = TOPO) -> release.Plan:
+    view = ClusterView.from_objects(objects, zone_label=settings.zone_label, kept=adapters.KEPT)
+    return release.plan(view, settings, now=now)
+
+
+def ungate(
+    objects: list[dict[str, Any]], r: release.Release, only: set[str] | None = None
+) -> list[dict[str, Any]]:
+    names = {ref.name for ref in r.pods} if only is None else only
+    out = [
+        jsonpatch.apply_patch(o, release.release_patch(o, r, TOPO))
+        if o["kind"] == "Pod" and o["metadata"]["name"] in names
+        else o
+        for o in objects
+    ]
+    return [*out, *([r.record] if r.record is not None else [])]
+
+
+def test_a_gang_goes_into_the_tightest_block_and_the_patch_and_record_say_so(
+    now: datetime,
+) -> None:
+    objects = [*cluster(), *held_job("llama", 2, now)]
+    (r,) = plan(objects, now).releases
+    assert (r.zone, r.domain) == ("zone-a", f"{L2}=nn-a,{L3}=b2")
+    assert "tightest of 2" in r.topology and r.topology in r.detail
+    assert r.record is not None and r.record["data"]["topology"] == r.domain
+    pod = next(o for o in objects if o["kind"] == "Pod")
+    after = jsonpatch.apply_patch(pod, release.release_patch(pod, r, TOPO))
+    (term,) = after["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": labels.ZONE_LABEL, "operator": "In", "values": ["zone-a"]},
+        {"key": L2, "operator": "In", "values": ["nn-a"]},
+        {"key": L3, "operator": "In", "values": ["b2"]},
+    ]
+    assert after["metadata"]["annotations"][labels.TOPOLOGY] == r.domain
+    assert "schedulingGates" not in after["spec"]
+
+
+def test_a_gang_that_fits_no_block_climbs_and_then_takes_the_zone_alone(now: datetime) -> None:
+    (r,) = plan([*cluster(), *held_job("llama", 4, now)], now).releases
+    assert r.domain == f"{L2}=nn-a" and f"no {L3} domain has room" in r.topology
+    (z,) = plan([*cluster(), *held_job("llama", 6, now)], now).releases
+    assert (z.zone, z.domain) == ("zone-a", "") and "the zone alone" in z.topology
+    assert z.record is not None and "topology" not in z.record["data"]
+
+
+def test_required_level_with_no_room_waits_and_names_the_roomiest_block(now: datetime) -> None:
+    notes = {labels.REQUIRED_TOPOLOGY: L3}
+    p = plan([*cluster(), *held_job("llama", 4, now, notes)], now)
+    assert p.releases == ()
+    (w,) = p.waits
+    assert w.position == 1 and w.best_zone == "zone-a"
+    assert w.why == (
+        f"requires one {L3} domain with 32 nvidia.com/gpu free; the roomiest, b1, has "
+        "24 nvidia.com/gpu free of 24 nvidia.com/gpu on 3 node(s) (in zone-a, where the zone "
+        "has room for it)"
+    )
+
+
+def test_a_required_level_times_out_into_the_zone_alone(now: datetime) -> None:
+    notes = {labels.REQUIRED_TOPOLOGY: L3}
+    settings = dataclasses.replace(TOPO, hold_timeout_seconds=60.0)
+    objects = [*cluster(), *held_job("llama", 4, now - timedelta(seconds=61), notes)]
+    (r,) = plan(objects, now, settings).releases
+    assert (r.zone, r.reason, r.domain) == ("zone-a", release.TIMEOUT, "")
+    assert "released into zone-a alone" in r.detail
+
+
+def test_an_unknown_level_is_said_and_the_zone_alone_is_used(now: datetime) -> None:
+    notes = {labels.PREFERRED_TOPOLOGY: "rack"}
+    (r,) = plan([*cluster(), *held_job("llama", 2, now, notes)], now).releases
+    assert r.domain == "" and "'rack' is not one of topology-levels" in r.detail
+
+
+def test_later_pods_of_a_half_released_gang_follow_its_domain(now: datetime) -> None:
+    objects = [*cluster(), *held_job("llama", 3, now)]
+    (r,) = plan(objects, now).releases
+    assert r.domain == f"{L2}=nn-a,{L3}=b1"
+    half = ungate(objects, r, only={r.pods[0].name})
+    (done,) = plan(half, now).releases
+    assert (done.reason, done.domain) == (release.COMPLETED, r.domain)
+    pod = next(o for o in half if o["metadata"].get("name") == done.pods[0].name)
+    after = jsonpatch.apply_patch(pod, release.release_patch(pod, done, TOPO))
+    assert after["metadata"]["annotations"][labels.TOPOLOGY] == r.domain
+
+
+def test_pods_heading_into_a_block_take_room_there(now: datetime) -> None:
+    first = held_job("first", 2, now - timedelta(seconds=5))
+    objects = [*cluster(), *first]
+    (r,) = plan(objects, now).releases
+    assert r.domain.endswith("=b2")
+    # Released into b2, not bound yet: b2 is full for the next gang, which goes to b1.
+    (second,) = plan([*ungate(objects, r), *held_job("second", 2, now)], now).releases
+    assert second.domain.endswith("=b1")
+
+
+def test_bound_pods_count_per_node(now: datetime) -> None:
+    hog = PodBuilder("other", name="hog").gpus(8).bound("a-b2-0").obj()
+    (r,) = plan([*cluster(), hog, *held_job("llama", 2, now)], now).releases
+    assert r.domain.endswith("=b1")
+
+
+def test_no_levels_changes_nothing(now: datetime) -> None:
+    objects = [*cluster(), *held_job("llama", 2, now)]
+    plain = dataclasses.replace(TOPO, topology_levels=())
+    (r,) = plan(objects, now, plain).releases
+    assert (r.domain, r.topology) == ("", "")
+    assert r.record is not None and "topology" not in r.record["data"]
+    pod = next(o for o in objects if o["kind"] == "Pod")
+    patch = release.release_patch(pod, r, plain)
+    assert not any(labels.TOPOLOGY in str(op) or L3 in str(op) for op in patch)
