@@ -352,3 +352,39 @@ def test_the_goal_row_judges_each_criterion_with_both_arms_figures() -> None:
     cells = [c.strip() for c in short.strip("|").split("|")]
     assert cells[1].endswith("–") and cells[2] == "127 vs 130 **no**" and cells[-1] == "1 of 2"
     assert topostudy.goal(_results(podium_hold=_metrics())) == []
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def test_the_command_reaches_the_topology_study_with_its_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from bench import cli  # noqa: PLC0415
+
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(topostudy, "run", lambda *a, **k: calls.append(("run", a, k)) or 0)
+    monkeypatch.setattr(topostudy, "report_only", lambda *a: calls.append(("report", a, {})) or 0)
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(cli.app, list(args), prog_name="python -m bench")
+
+    assert invoke("placement-topology").exit_code == 0
+    assert (
+        invoke(
+            "placement-topology", "--arms", "kueue-tas,scheduler", "--seeds", "4", "--jobs", "20"
+        ).exit_code
+        == 0
+    )
+    assert invoke("placement-topology", "--report-only", "--out", "o").exit_code == 0
+    bad = invoke("placement-topology", "--arms", "podium")
+    assert bad.exit_code == 2 and "unknown arms ['podium']" in bad.output
+    (_, default, options), (_, chosen, other), report = calls
+    assert default == (list(topology.DEFAULT_ARMS), [1, 2, 3])
+    assert options["jobs"] == 150 and options["out"] == cli.DOCS and not options["fresh"]
+    assert chosen == (["kueue-tas", "scheduler"], [4]) and other["jobs"] == 20
+    assert report == ("report", (Path("o"),), {})
+    help_text = invoke("placement-topology", "--help").output
+    assert help_text.startswith("Usage: python -m bench placement-topology [OPTIONS]")
