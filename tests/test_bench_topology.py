@@ -388,3 +388,31 @@ def test_the_command_reaches_the_topology_study_with_its_options(
     assert report == ("report", (Path("o"),), {})
     help_text = invoke("placement-topology", "--help").output
     assert help_text.startswith("Usage: python -m bench placement-topology [OPTIONS]")
+
+
+def test_the_variants_change_one_thing_each() -> None:
+    job_obj = _job_obj(_job())
+    pod = runner.operator_pods(_job(), job_obj)[1]
+    zone = topology.ARMS["kueue-tas-zone"]()
+    made = zone.pod(_job(), json.loads(json.dumps(pod)))
+    assert made["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == (
+        "topology.kubernetes.io/zone"
+    )
+    assert zone.objects("study")[0]["spec"]["levels"][1] == {  # type: ignore[attr-defined]
+        "nodeLabel": topology.BLOCK_LABEL
+    }
+    required = topology.ARMS["podium-hold-topology-required"]()
+    assert required.pod(_job(4, 8), json.loads(json.dumps(pod)))["metadata"]["annotations"] == {
+        "podium.dev/required-topology": topology.BLOCK_LABEL
+    }
+    big = _job(5, 8)  # 40 GPUs: no block holds it, so it asks for nothing
+    assert "annotations" not in required.pod(big, json.loads(json.dumps(pod)))["metadata"]
+    host = topology.ARMS["podium-hold-topology-host"]()
+    levels = Settings.from_mapping(yaml.safe_load(host.config)).topology_levels  # type: ignore[attr-defined]
+    assert list(levels) == [topology.BLOCK_LABEL, "kubernetes.io/hostname"]
+    assert set(topology.DEFAULT_ARMS) == {
+        "podium-hold",
+        "podium-hold-topology",
+        "kueue-tas",
+        "scheduler",
+    }

@@ -20,6 +20,12 @@ one for most instance types, "nodes that share this value are physically closest
   that cannot (the API has one required key and no fallback: a larger gang at the block key
   would never run).
 
+Variants (``--arms``): ``podium-hold-topology-required`` (a gang that fits a block requires one,
+``podium.dev/required-topology``, as the ``scheduler`` arm's PodGroup does),
+``podium-hold-topology-host`` (the hostname as the finest level below the block) and
+``kueue-tas-zone`` (Kueue on the same topology, each group *required* in one zone, as the main
+study's ``kueue-tas``).
+
 **Metrics** (`metrics`): per gang (the first attempt of each job that ran whole in one zone),
 the blocks and nodes its pods were bound on, whether that was one block, and the all-reduce
 cost model's ratio to the tightest placement of its shape (`bench.placement.allreduce`).
@@ -39,6 +45,7 @@ from bench.placement.trace import TraceJob
 from testbed.controlplane import ApiError, LocalCluster
 from testbed.controlplane.objects import fake_node
 from testbed.operators import kueue as kueue_operator
+from webhook.core.labels import REQUIRED_TOPOLOGY
 
 LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3))
 #: The level the study calls a block: EKS's bottom network layer.
@@ -211,13 +218,58 @@ def scheduler_key(job: TraceJob) -> str:
     return BLOCK_LABEL if fits == 1 else ZONE_LABEL
 
 
+class KueueTasRequiredZone(KueueTasTopology):
+    """Kueue TAS on the same zone → block → hostname topology, each pod group *required* in one
+    zone (the main study's annotation): Kueue never splits a gang across zones, and still assigns
+    its pods host by host inside the zone."""
+
+    name = "kueue-tas-zone"
+
+    def pod(self, job: TraceJob, pod: dict[str, Any]) -> dict[str, Any]:
+        return kueue.KueueTas.pod(self, job, pod)
+
+
+def podium_hold_topology_host() -> Arm:
+    """``podium-hold-topology`` with the hostname as the finest level (``topology-levels:
+    [<layer-3>, kubernetes.io/hostname]``): a gang that fits one node is released onto one."""
+    arm = podium_hold_topology()
+    assert isinstance(arm, arms.PodiumArm)
+    arm.name = "podium-hold-topology-host"
+    arm.config = (arm.config or "") + f"- {HOSTNAME_LABEL}\n"
+    return arm
+
+
+class PodiumHoldTopologyRequired(arms.PodiumArm):
+    """``podium-hold-topology`` with each gang that fits one block by GPUs *requiring* one
+    (``podium.dev/required-topology: <layer-3>`` on its pods): it waits for a block instead of
+    falling back to the zone — what the ``scheduler`` arm's PodGroup asks for."""
+
+    def pod(self, job: TraceJob, pod: dict[str, Any]) -> dict[str, Any]:
+        if scheduler_key(job) == BLOCK_LABEL:
+            pod["metadata"].setdefault("annotations", {})[REQUIRED_TOPOLOGY] = BLOCK_LABEL
+        return pod
+
+
+def podium_hold_topology_required() -> Arm:
+    base = podium_hold_topology()
+    assert isinstance(base, arms.PodiumArm)
+    return PodiumHoldTopologyRequired(
+        name="podium-hold-topology-required", config=base.config, gang_gates=False
+    )
+
+
 ARMS: dict[str, Callable[[], Arm]] = {
     "podium-hold": arms.podium_hold,
     "podium-hold-topology": podium_hold_topology,
     "kueue-tas": KueueTasTopology,
     "scheduler": SchedulerBlock,
+    "podium-hold-topology-required": podium_hold_topology_required,
+    "podium-hold-topology-host": podium_hold_topology_host,
+    "kueue-tas-zone": KueueTasRequiredZone,
 }
-DEFAULT_ARMS = tuple(ARMS)
+#: The arms `python -m bench placement-topology` runs unless told otherwise (the issue's four);
+#: the others are variants run with ``--arms``.
+DEFAULT_ARMS = ("podium-hold", "podium-hold-topology", "kueue-tas", "scheduler")
 
 
 # -- metrics ---------------------------------------------------------------------------------------
