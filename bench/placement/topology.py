@@ -338,6 +338,7 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
         "one_block_share": _share(len(one_block), len(spans)),
         "fit_block": len(fitting),
         "fit_block_one_block": sum(1 for s in fitting if s["blocks"] == 1),
+        "fit_block_share": _share(sum(1 for s in fitting if s["blocks"] == 1), len(fitting)),
         "fewest_blocks": sum(1 for s in spans if s["blocks"] == s["fewest_blocks"]),
         "fewest_nodes": sum(1 for s in spans if s["nodes"] == s["fewest_nodes"]),
         "blocks_mean": _mean([float(s["blocks"]) for s in spans]),

@@ -266,7 +266,8 @@ def markdown(results: Mapping[str, Any]) -> str:
             f"#### The goal: `{TOPOLOGY_ARM}` against `{QUEUE_ARM}` and `{HOLD_ARM}`, seed by seed",
             "",
             *table(
-                f"seed | gangs in one block ≥ {QUEUE_ARM}'s | finished ≥ {HOLD_ARM}'s − "
+                f"seed | gangs in one block ≥ {QUEUE_ARM}'s | of the gangs that fit one block, "
+                f"in one ≥ {QUEUE_ARM}'s | finished ≥ {HOLD_ARM}'s − "
                 f"{FINISHED_SLACK} | useful / capacity ≥ {HOLD_ARM}'s | met",
                 goals,
             ),
@@ -337,11 +338,16 @@ def goal(results: Mapping[str, Any]) -> list[str]:
             by.get((QUEUE_ARM, seed)),
             by.get((HOLD_ARM, seed)),
         )
-        share, queue_share = topo["one_block_share"], (queue or {}).get("one_block_share")
         checks = [
-            _check(
-                None if share is None or queue_share is None else share >= queue_share,
-                f"{_pct(share)} vs {_pct(queue_share)}",
+            *(
+                _check(
+                    None if mine is None or theirs is None else mine >= theirs,
+                    f"{_pct(mine)} vs {_pct(theirs)}",
+                )
+                for mine, theirs in (
+                    (topo[key], (queue or {}).get(key))
+                    for key in ("one_block_share", "fit_block_share")
+                )
             ),
             _check(
                 None if hold is None else topo["finished"] >= hold["finished"] - FINISHED_SLACK,
