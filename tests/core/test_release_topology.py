@@ -12,7 +12,8 @@ from typing import Any
 import jsonpatch
 
 from tests.builders import NodeBuilder, PodBuilder, namespace
-from tests.scenarios import NS, pytorch_pod, pytorchjob
+from tests.core.test_engine import decide
+from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, mutation, release
 from webhook.core.settings import Settings, ZoneChooser
 from webhook.core.view import ClusterView
@@ -35,13 +36,13 @@ def cluster() -> list[dict[str, Any]]:
 
 
 def held_job(
-    name: str, pods: int, at: datetime, notes: dict[str, str] | None = None
+    name: str, pods: int, at: datetime, notes: dict[str, str] | None = None, gpus: int = 8
 ) -> list[dict[str, Any]]:
-    pj = pytorchjob(name, workers=pods - 1, gpus=8)
+    pj = pytorchjob(name, workers=pods - 1, gpus=gpus)
     out = [pj]
     for i in range(pods):
         rtype, index = ("master", 0) if i == 0 else ("worker", i - 1)
-        pod = pytorch_pod(pj, rtype, index, gpus=8).uid().obj()
+        pod = pytorch_pod(pj, rtype, index, gpus=gpus).uid().obj()
         pod["metadata"].setdefault("annotations", {}).update(notes or {})
         held = mutation.hold(pod, gang_key=pj["metadata"]["uid"]).pod
         held["metadata"]["creationTimestamp"] = at.isoformat().replace("+00:00", "Z")
@@ -106,7 +107,7 @@ def test_required_level_with_no_room_waits_and_names_the_roomiest_block(now: dat
     assert w.why == (
         f"requires one {L3} domain with 32 nvidia.com/gpu free; the roomiest, b1, has "
         "24 nvidia.com/gpu free of 24 nvidia.com/gpu on 3 node(s) (in zone-a, where the zone "
-        "has room for it)"
+        "has room for it); 1st in line"
     )
 
 
@@ -162,3 +163,44 @@ def test_no_levels_changes_nothing(now: datetime) -> None:
     pod = next(o for o in objects if o["kind"] == "Pod")
     patch = release.release_patch(pod, r, plain)
     assert not any(labels.TOPOLOGY in str(op) or L3 in str(op) for op in patch)
+
+
+def test_a_later_pod_of_a_released_gang_is_pinned_into_its_recorded_domain(now: datetime) -> None:
+    """A worker created after its gang was released (recreated, or a later stage) is pinned at
+    admission to the recorded zone and, from the record, to its domain."""
+    pj = pytorchjob("llama", workers=2, gpus=8)
+    key = pj["metadata"]["uid"]
+    first = decide(pytorch_pod(pj, "master", 0, gpus=8).obj(), base_cluster(pj), now)
+    assert first.record is not None
+    record = {
+        **first.record,
+        "data": {**first.record["data"], "zone": "zone-c", "topology": f"{L3}=b1"},
+    }
+    running = pytorch_pod(pj, "worker", 0, gpus=8).label(labels.JOB, key).bound("c-1").obj()
+    objects = [*base_cluster(pj), record, running]
+    decision = decide(pytorch_pod(pj, "worker", 1, gpus=8).obj(), objects, now, TOPO)
+    assert (decision.outcome, decision.zone) == ("pinned", "zone-c")
+    assert decision.patched is not None
+    (term,) = decision.patched["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"][-1] == {"key": L3, "operator": "In", "values": ["b1"]}
+    assert decision.patched["metadata"]["annotations"][labels.TOPOLOGY] == f"{L3}=b1"
+
+
+def test_the_zone_fit_counts_pods_heading_into_a_block_inside_it(now: datetime) -> None:
+    """4 × 4 GPUs released into block b1 (two nodes), not bound yet: counted zone-wide they
+    would take 4 GPUs of each of zone-a's four nodes and no 8-GPU pod would fit; their node
+    selection keeps them in b1, so b2's two nodes are free for a 2 × 8 gang."""
+    nodes = [
+        NodeBuilder(f"a-{block}-{i}").zone("zone-a").label(L2, "nn-a").label(L3, block).obj()
+        for block in ("b1", "b2")
+        for i in range(2)
+    ]
+    objects = [namespace(NS), *nodes, NodeBuilder("b-0").zone("zone-b").obj()]
+    first = [*objects, *held_job("small", 4, now - timedelta(seconds=5), gpus=4)]
+    (r,) = plan(first, now).releases
+    assert (r.zone, r.domain) == ("zone-a", f"{L2}=nn-a,{L3}=b1")
+    (second,) = plan([*ungate(first, r), *held_job("big", 2, now)], now).releases
+    assert (second.held.gang.owner.name, second.zone) == ("big", "zone-a")
+    assert second.domain == f"{L2}=nn-a,{L3}=b2"

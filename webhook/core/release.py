@@ -477,10 +477,13 @@ class _Heading:
     def room(self, zone: str, nodes: ZoneNodes, primary: str) -> list[resources.Resources]:
         """Free capacity per node of ``nodes`` (in ``zone``) once the pods heading there take
         theirs, each on the node with the most free (``zones.spread_into``): where they land is
-        not known until they bind. Shared: do not change it."""
+        not known until they bind; those released into a domain below the zone inside that
+        domain (``domain_room``). Shared: do not change it."""
         heading = self.groups(zone)
         key = (nodes, len(heading))  # ZoneNodes hash by identity; the list only grows
         room = self._rooms.get(key)
+        if room is None and self._bound.get(zone):  # some head into a domain: kept inside it
+            room = self._rooms[key] = self.domain_room(zone, nodes, primary)
         if room is None:
             room = [dict(self._view.free_on(n)) for n in nodes.nodes.values()]
             zones.spread_into(heading, room, primary)
@@ -600,7 +603,7 @@ def _release(
     domain = topology.describe(below.domain) if below is not None and zone else ""
     why = below.why if below is not None and zone else ""
     if why:
-        detail += f"; {why}" if domain else f"; below the zone: {why}"
+        detail += f"; into {domain}: {why}" if domain else f"; below the zone: {why}"
     record = policies.build_record(
         gang=gang,
         namespace=held.namespace,
@@ -899,7 +902,9 @@ def _short(
     fits no zone does (the head keeps the zone of its roomiest domain); once it has waited
     ``hold-timeout-seconds`` it is released into that zone, the zone alone."""
     if not _timed_out(held, settings, now):
-        return dataclasses.replace(short, position=_in_line(waits))
+        position = _in_line(waits)
+        why = f"{short.why}; {_ordinal(position)} in line"
+        return dataclasses.replace(short, why=why, position=position)
     zone = short.best_zone
     assert zone is not None
     heading.add(zone, held.gang.demand)

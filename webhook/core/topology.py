@@ -164,8 +164,8 @@ def choose(
             continue
         fitting = sum(1 for c in found if c.fits)
         why = (
-            f"{describe(best.domain)}: the tightest of {fitting} {levels[level]} domain(s) with "
-            f"room for all of it ({resources.amount(primary, best.free - need)} left there)"
+            f"the tightest of {fitting} {levels[level]} domain(s) with room for all of it "
+            f"({resources.amount(primary, best.free - need)} left there)"
         )
         if level != ask.level:
             why += f"; no {asked} domain has room"

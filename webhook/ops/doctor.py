@@ -5,6 +5,9 @@ check is a table test. The checks, per job (pods grouped into jobs by the framew
 
     split-zones     the job's bound pods run in more than one zone (not when it was released
                     across zones on purpose: too-big: spread, podium release --unpinned)
+    split-domains   (topology-levels) the job was released into a domain below its zone
+                    (podium.dev/topology) and some of its bound pods run on nodes outside it;
+                    a job bound inside its domain gets a note saying which domain and why
     no-policy       podium admitted the job's pods but its allow policy does not exist
     deny-rule       a Cilium deny rule (CNP or CCNP ingressDeny/egressDeny) denies traffic
                     between two of the job's pods, on some port; deny wins over any allow
@@ -59,7 +62,16 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rich.table import Table
 
-from webhook.core import adapters, labels, policies, policyjudge, reconcile, release, spread
+from webhook.core import (
+    adapters,
+    labels,
+    policies,
+    policyjudge,
+    reconcile,
+    release,
+    spread,
+    topology,
+)
 from webhook.core.adapters import base
 from webhook.core.adapters.base import Gang
 from webhook.core.objects import (
@@ -80,6 +92,7 @@ if TYPE_CHECKING:
 
 Check = Literal[
     "split-zones",
+    "split-domains",
     "no-policy",
     "deny-rule",
     "default-deny",
@@ -102,6 +115,9 @@ CILIUM_CONFIG = ("kube-system", "cilium-config")
 PODIUM_LABELS = "k8s:" + labels.PREFIX
 
 FIXES: Mapping[Check, str] = {
+    "split-domains": "the pods outside were bound before podium released the job into its domain "
+    "or placed by someone else; delete them so their controller re-creates them into the domain "
+    "(podium.dev/topology), or leave them if the slower links are acceptable",
     "split-zones": "delete the job's pods (or re-create the job) without podium.dev/skip so podium "
     "pins every pod to one zone",
     "no-policy": "the reconciler re-creates it within a minute; if not, check podium's logs, RBAC "
@@ -480,7 +496,7 @@ def _judge(
             )
     zones = tuple(sorted(by_zone))
     held = hold.why if hold is not None else None
-    note = on_purpose if len(by_zone) > 1 else None
+    note = on_purpose if len(by_zone) > 1 else _check_domain(job, view, find)
     return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings), held, note)
 
 
@@ -566,6 +582,46 @@ class Find(Protocol):
     def __call__(
         self, check: Check, detail: str, pods: Iterable[Obj] = (), remedy: str | None = None
     ) -> None: ...
+
+
+def _check_domain(job: _Job, view: View, find: Find) -> str | None:
+    """``topology-levels``: the domain below the zone the job's pods were released into (their
+    ``podium.dev/topology``) against the nodes its bound pods run on: ``split-domains`` for the
+    pods outside it, else a note saying which domain holds them all. None when no pod says."""
+    said = {str(annotations_of(p).get(labels.TOPOLOGY) or "") for p in job.pods} - {""}
+    if not said:
+        return None
+    domain = topology.parse(sorted(said)[0])
+    bound: dict[str, list[Obj]] = collections.defaultdict(list)
+    for pod in job.pods:
+        node = view.node(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if node is not None:
+            bound[node.name].append(pod)
+    nodes = {n: view.node(n) for n in bound}
+    outside = topology.outside(domain, {n: i.labels for n, i in nodes.items() if i is not None})
+    last = domain[-1][0] if domain else ""
+    if outside:
+        pods = [p for n in outside for p in bound[n]]
+        spans = {str(i.labels.get(last) or "(none)") for n in bound if (i := nodes[n]) is not None}
+        find(
+            "split-domains",
+            f"released into {topology.describe(domain)}, but {len(pods)} bound pod(s) run on "
+            f"{len(outside)} node(s) outside it ({', '.join(outside)}): its pods span "
+            f"{len(spans)} {last} domains ({', '.join(sorted(spans))})",
+            pods,
+        )
+        return None
+    running = [p for on_node in bound.values() for p in on_node]
+    gang = job.gang
+    name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
+    record = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, job.namespace, name)
+    detail = str(((record or {}).get("data") or {}).get("detail") or "")
+    # The record's detail ends with "into <domain>: <why>" (release._release): say the why.
+    why = detail.partition(f"into {topology.describe(domain)}: ")[2] or detail
+    return (
+        f"released into {topology.describe(domain)}: all {len(running)} bound pod(s) run there, "
+        f"on {len(bound)} node(s)" + (f" ({why})" if why else "")
+    )
 
 
 def _pods_by_zone(job: _Job, view: View) -> dict[str, list[Obj]]:

@@ -258,6 +258,8 @@ def releaser(
                 "detail": r.detail,
                 "pods": len(r.pods),
                 "policies": [p["metadata"]["name"] for p in r.policies],
+                **({"domain": r.domain} if r.domain else {}),
+                **({"topology": r.topology} if r.topology else {}),
             }
         )
     grow = {w.gang.key: w for w in decided.grow}
@@ -271,6 +273,7 @@ def releaser(
                 "tooBig": w.too_big,
                 "bestZone": w.best_zone,
                 "bestFree": w.best_free,
+                **({"topology": w.topology} if w.topology else {}),
                 **_buffer(grow.get(w.held.key)),
             }
         )
@@ -316,6 +319,8 @@ def releaser_lines(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
         who = f"{v['namespace']}/{v['job']} ({v['held']} held)"
         if v["verdict"] == "release":
             where = f"into zone [bold]{v['zone']}[/]" if v["zone"] else "[bold]unpinned[/]"
+            if v.get("domain"):
+                where += f", domain [bold]{v['domain']}[/]"
             what = f"release now {where} ({v['reason']}): {v['detail']}"
         else:
             what = f"wait: {v['why']}"
