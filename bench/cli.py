@@ -23,7 +23,7 @@ from typer.core import TyperGroup
 
 from bench import holdorder
 from bench.latency import burst as latency
-from bench.placement import arms, runner, study, trace
+from bench.placement import arms, runner, study, topology, topostudy, trace
 from bench.throughput import study as throughput_study
 
 if TYPE_CHECKING:
@@ -195,6 +195,62 @@ def placement(
             out=out,
             work=work,
             quick=quick,
+            fresh=fresh,
+        )
+    )
+
+
+@app.command(
+    name="placement-topology", short_help="The placement study on a cluster with network blocks."
+)
+def placement_topology(
+    arm_names: Annotated[
+        str,
+        typer.Option(
+            "--arms", metavar="ARM,…", help=f"Comma-separated, of {', '.join(topology.ARMS)}."
+        ),
+    ] = ",".join(topology.DEFAULT_ARMS),
+    seeds: Annotated[
+        str, typer.Option("--seeds", metavar="SEED,…", help="Comma-separated trace seeds.")
+    ] = ",".join(map(str, study.DEFAULT_SEEDS)),
+    jobs: Annotated[
+        int, typer.Option("--jobs", metavar="N", help="Jobs in each seed's trace.")
+    ] = trace.TraceSpec.jobs,
+    drain: Annotated[
+        float,
+        typer.Option("--drain", metavar="S", help="Real seconds after the last submission."),
+    ] = runner.DRAIN_S,
+    out: OutOption = DOCS,
+    work: Annotated[
+        Path | None,
+        typer.Option("--work", metavar="DIR", help="Keep the clusters' files here."),
+    ] = None,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Drop earlier runs in --out instead of merging.")
+    ] = False,
+    report_only: ReportOnlyOption = False,
+) -> None:
+    """The placement study's trace on 2 zones × 4 blocks × 4 8-GPU nodes labelled with EKS's
+    network layers: podium's hold with and without topology-levels, Kueue TAS and
+    kube-scheduler's PodGroup topology placement; how many blocks and nodes each gang spans and
+    what that costs its all-reduce (~3 minutes per arm and seed). Writes
+    placement-topology.json, placement-topology-runs.json.gz and its tables into placement.md."""
+    if report_only:
+        raise typer.Exit(topostudy.report_only(out))
+    names = [name for name in arm_names.split(",") if name]
+    if unknown := [name for name in names if name not in topology.ARMS]:
+        raise typer.BadParameter(
+            f"unknown arms {unknown}; known: {list(topology.ARMS)}", param_hint="--arms"
+        )
+    raise typer.Exit(
+        topostudy.run(
+            names,
+            _seeds(seeds),
+            jobs=jobs,
+            drain_s=drain,
+            timeout_min=runner.TIMEOUT_SIM_MINUTES,
+            out=out,
+            work=work,
             fresh=fresh,
         )
     )

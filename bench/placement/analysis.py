@@ -13,14 +13,17 @@ A run record (`runner.Replay.run` writes it) is JSON::
                "attempts": [{"attempt", "created_s", "first_bound_s", "whole_s", "zones",
                              "ended_s", "outcome": "finished" | "timeout" | "split" | null}]}],
      "pods": [[job index, zone or null, created_s, bound_s, running_s, deleted_s,
-               scheduling group or null, attempt, gates or null, ungated_s]],
+               scheduling group or null, attempt, gates or null, ungated_s, node or null]],
      "scrapes": {"webhook": {"buckets": {le: count}, "sum": s, "count": n} | null,
                  "scheduler": {"scheduled": n, "unschedulable": n, "error": n}}}
 
 All times are real seconds after the run started; ``null`` means "never, before the run ended".
 ``gates`` are the scheduling gates the pod was created with (its names joined by commas: podium's
 hold, Kueue's admission and topology gates), ``ungated_s`` when it was first seen without any;
-records made before the study watched gates have 8 fields per pod and count as never gated.
+records made before the study watched gates have 8 fields per pod and count as never gated;
+``node`` is the node the pod was bound to (records made before the topology study have 10
+fields). A topology run's record also has ``layout`` (`bench.placement.topology`) and
+``node_labels`` ({node: {label: value}} of the layout's network levels).
 
 An *attempt* is one try at running a job's gang (its pods, created anew after a failure). GPUs a
 pod holds count as **useful** from the moment its attempt ran whole in one zone, and as
@@ -44,7 +47,7 @@ from bench.placement.trace import SIM_MINUTES_PER_SECOND
 STUCK_SIM_MINUTES = 5.0
 
 # Positions in a pod row of the record.
-JOB, ZONE, CREATED, BOUND, RUNNING, DELETED, GROUP, ATTEMPT, GATES, UNGATED = range(10)
+JOB, ZONE, CREATED, BOUND, RUNNING, DELETED, GROUP, ATTEMPT, GATES, UNGATED, NODE = range(11)
 #: The gang sizes the wait is broken down by (the trace's sizes).
 GANG_SIZES = (2, 4, 8, 16, 32)
 

@@ -50,6 +50,7 @@ from testbed.controlplane import (
     SCHEDULER_GANG_GATES,
     SCHEDULER_GANG_RUNTIME_CONFIG,
     ApiError,
+    ControlPlaneError,
     LocalCluster,
 )
 
@@ -64,6 +65,8 @@ DRAIN_S = 35.0
 TIMEOUT_SIM_MINUTES = 10.0
 #: Jobs being submitted, retried or finished at once (threads).
 WORKERS = 12
+#: How long the run waits, at its end, for the finished jobs' pods to be seen deleted.
+FINISHED_GONE_S = 60.0
 CRDS = ("kubeflow.org_pytorchjobs.yaml", "cilium.io_ciliumnetworkpolicies.yaml")
 
 
@@ -281,7 +284,7 @@ class PodWatch(Watch):
             if row is None:
                 group = (spec.get("schedulingGroup") or {}).get("podGroupName")
                 row = [self.index[job], None, now, None, None, None, group, attempt]
-                row += [",".join(gates) or None, None]
+                row += [",".join(gates) or None, None, None]
                 self.pods[name] = row
                 reason = (meta.get("annotations") or {}).get("podium.dev/reason")
                 if reason and job not in self.reason:
@@ -291,6 +294,7 @@ class PodWatch(Watch):
             node = spec.get("nodeName")
             if node and row[analysis.BOUND] is None:
                 row[analysis.BOUND], row[analysis.ZONE] = now, self.node_zone.get(node)
+                row[analysis.NODE] = node
                 if key not in self.bound:
                     self.bound.add(key)
                     self.events.put(("bound", job, attempt, now))
@@ -318,10 +322,34 @@ class PodWatch(Watch):
             }
 
 
-def start_cluster(bin_dir: Path, work_dir: Path, *, gang_gates: bool = True) -> LocalCluster:
+class Layout:
+    """The study's nodes: 3 unequal zones of 8-GPU KWOK nodes (`trace.ZONE_NODES`). The topology
+    study's layout (`bench.placement.topology.TopologyLayout`) adds network levels below the
+    zone."""
+
+    #: Node labels each run records per node (``node_labels`` in the record), for the analysis.
+    recorded_labels: tuple[str, ...] = ()
+
+    def zone_gpus(self) -> dict[str, int]:
+        return {z: n * trace.GPUS_PER_NODE for z, n in trace.ZONE_NODES.items()}
+
+    def capacity(self) -> int:
+        return trace.capacity()
+
+    def create_nodes(self, cluster: LocalCluster) -> None:
+        cluster.create_fake_nodes(trace.zones(), timeout=180)
+
+    def describe(self) -> dict[str, Any] | None:
+        """What the record keeps of the layout beyond the zones (None: nothing)."""
+        return None
+
+
+def start_cluster(
+    bin_dir: Path, work_dir: Path, *, gang_gates: bool = True, layout: Layout | None = None
+) -> LocalCluster:
     """The study's control plane: the scheduler's gang gates on (for every arm but those made for
-    clusters without them, `Arm.gang_gates`), 3 zones of 8-GPU KWOK nodes, the PyTorchJob and
-    Cilium CRDs."""
+    clusters without them, `Arm.gang_gates`), the layout's KWOK nodes (by default 3 zones of
+    8-GPU nodes), the PyTorchJob and Cilium CRDs."""
     cluster = LocalCluster(
         bin_dir,
         work_dir,
@@ -330,7 +358,7 @@ def start_cluster(bin_dir: Path, work_dir: Path, *, gang_gates: bool = True) -> 
     )
     cluster.start()
     try:
-        cluster.create_fake_nodes(trace.zones(), timeout=180)
+        (layout or Layout()).create_nodes(cluster)
         cluster.install_crds([CRD_DIR / name for name in CRDS])
     except BaseException:
         cluster.stop()
@@ -348,17 +376,20 @@ def run_arm(
     drain_s: float = DRAIN_S,
     timeout_s: float = TIMEOUT_SIM_MINUTES / trace.SIM_MINUTES_PER_SECOND,
     log: Any = print,
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
-    """Replay ``jobs`` with ``arm`` on a fresh cluster in ``work_dir``; the raw record."""
+    """Replay ``jobs`` with ``arm`` on a fresh cluster in ``work_dir`` (its nodes: ``layout``,
+    by default the study's three zones); the raw record."""
     started = time.monotonic()
-    cluster = start_cluster(bin_dir, work_dir / "cluster", gang_gates=arm.gang_gates)
+    layout = layout or Layout()
+    cluster = start_cluster(bin_dir, work_dir / "cluster", gang_gates=arm.gang_gates, layout=layout)
     ctx = RunContext(cluster, NAMESPACE, work_dir)
     try:
         cluster.create_namespace(NAMESPACE, labels=dict(arm.namespace_labels))
         arm.start(ctx)
         setup_s = time.monotonic() - started
         log(f"[{arm.name} seed {seed}] cluster and arm up in {setup_s:.0f}s; replaying")
-        replay = Replay(arm, seed, jobs, ctx, timeout_s=timeout_s, log=log)
+        replay = Replay(arm, seed, jobs, ctx, timeout_s=timeout_s, log=log, layout=layout)
         return replay.run(drain_s=drain_s, setup_s=setup_s)
     finally:
         arm.stop()
@@ -388,8 +419,10 @@ class Replay:
         *,
         timeout_s: float,
         log: Any,
+        layout: Layout | None = None,
     ) -> None:
         self.arm, self.seed, self.jobs, self.ctx, self.log = arm, seed, jobs, ctx, log
+        self.layout = layout or Layout()
         self.timeout_s = timeout_s
         rng = random.Random(seed)  # the operator's pod order, the same for every arm
         self.orders = {j.name: rng.sample(range(j.pods), j.pods) for j in jobs}
@@ -542,9 +575,13 @@ class Replay:
 
     def run(self, *, drain_s: float, setup_s: float) -> dict[str, Any]:
         cluster, arm = self.ctx.cluster, self.arm
-        node_zone = {
-            n["metadata"]["name"]: n["metadata"]["labels"][ZONE_LABEL]
-            for n in cluster.request("GET", "/api/v1/nodes")["items"]
+        nodes = cluster.request("GET", "/api/v1/nodes")["items"]
+        node_zone = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE_LABEL] for n in nodes}
+        node_labels = {
+            n["metadata"]["name"]: {
+                key: n["metadata"]["labels"].get(key) for key in self.layout.recorded_labels
+            }
+            for n in nodes
         }
         before = _scrape(cluster, arm)
         horizon = max((j.arrival_s for j in self.jobs), default=0.0) + drain_s
@@ -554,12 +591,17 @@ class Replay:
         arm.replay_started(self.ctx, self.t0)
         self.drive(watch, horizon)
         # Every finished job's pods are gone once the watch has seen them deleted.
+        # Pods under a finalizer (Kueue's) may take longer: a run is not lost for that, the
+        # error says so and the metrics cut every pod at the end.
         if self.finished:
-            cluster.wait_for(
-                "the finished jobs' pods to be deleted",
-                lambda: _finished_pods_gone(watch, self.finished),
-                timeout=15,
-            )
+            try:
+                cluster.wait_for(
+                    "the finished jobs' pods to be deleted",
+                    lambda: _finished_pods_gone(watch, self.finished),
+                    timeout=FINISHED_GONE_S,
+                )
+            except ControlPlaneError as error:
+                self._error("the finished jobs' pods", error)
         end_s = self.now()
         after = _scrape(cluster, arm)
         watch.stopping.set()
@@ -577,8 +619,8 @@ class Replay:
             "timeout_s": self.timeout_s,
             "gang_gates": arm.gang_gates,
             "setup_s": round(setup_s, 1),
-            "capacity_gpus": trace.capacity(),
-            "zones": {z: n * trace.GPUS_PER_NODE for z, n in trace.ZONE_NODES.items()},
+            "capacity_gpus": self.layout.capacity(),
+            "zones": self.layout.zone_gpus(),
             "jobs": [
                 {
                     "name": j.name,
@@ -593,7 +635,7 @@ class Replay:
                 for j in self.jobs
             ],
             "pods": [
-                [*row[:2], *(_round(t) for t in row[2:6]), *row[6:9], _round(row[9])]
+                [*row[:2], *(_round(t) for t in row[2:6]), *row[6:9], _round(row[9]), row[10]]
                 for row in pods
             ],
             "scrapes": {
@@ -608,6 +650,11 @@ class Replay:
             },
             "errors": list(self.errors),
             "observed": arm.observations(),
+            **(
+                {"layout": described, "node_labels": node_labels}
+                if (described := self.layout.describe()) is not None
+                else {}
+            ),
         }
 
 
