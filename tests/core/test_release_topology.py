@@ -148,6 +148,22 @@ def test_pods_heading_into_a_block_take_room_there(now: datetime) -> None:
     assert second.domain.endswith("=b1")
 
 
+def test_pods_not_created_yet_take_room_in_their_gangs_block(now: datetime) -> None:
+    """A gang released into b2 whose worker its operator has not created yet: the record keeps
+    room for the worker inside b2 (it will follow the record there), not spread over the zone —
+    so b2 is full and the next gang goes to b1. Counted zone-wide, the worker would have taken a
+    b1 node's room, and b2 (one node left, the tightest) would have got the next gang."""
+    first = held_job("first", 2, now - timedelta(seconds=5))
+    objects = [*cluster(), *first]
+    (r,) = plan(objects, now).releases
+    assert r.domain.endswith("=b2")
+    master = next(o for o in first if o["kind"] == "Pod" and "master" in o["metadata"]["name"])
+    worker = next(o for o in first if o["kind"] == "Pod" and o is not master)
+    released = [o for o in ungate(objects, r, {master["metadata"]["name"]}) if o is not worker]
+    (second,) = plan([*released, *held_job("second", 1, now)], now).releases
+    assert second.domain.endswith("=b1")
+
+
 def test_bound_pods_count_per_node(now: datetime) -> None:
     hog = PodBuilder("other", name="hog").gpus(8).bound("a-b2-0").obj()
     (r,) = plan([*cluster(), hog, *held_job("llama", 2, now)], now).releases

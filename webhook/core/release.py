@@ -448,8 +448,10 @@ class _Heading:
                 if zone and pod.pending and not pod.gated:
                     domain = topology.parse(pod.annotations.get(labels.TOPOLOGY) or "")
                     self.add(zone, (PodGroup(1, pod.requests),), domain)
-            for zone, groups in _unborn(view, settings, now, namespace, key, pods).items():
-                self.add(zone, groups)
+            for zone, (domain, groups) in _unborn(
+                view, settings, now, namespace, key, pods
+            ).items():
+                self.add(zone, groups, domain)
 
     def add(self, zone: str, groups: Sequence[PodGroup], domain: topology.Domain = ()) -> None:
         self._groups.setdefault(zone, []).extend(groups)
@@ -498,10 +500,11 @@ def _unborn(
     namespace: str,
     key: str,
     pods: Sequence[PodSummary],
-) -> dict[str, list[PodGroup]]:
+) -> dict[str, tuple[topology.Domain, list[PodGroup]]]:
     """The pods of a released gang that its operator has not created yet — the later stages
     of a staged start (MPI's launcher, LWS's workers, JobSet's later replicated jobs) — in the
-    zone it was released into: room kept for them until they come and bind. Only while some pod
+    zone it was released into, and inside the domain below it its record names (they will follow
+    it): room kept for them until they come and bind. Only while some pod
     of the gang runs or waits there (a gang all of whose pods finished or went keeps nothing)
     and for ``reservation-seconds`` after the decision, like admission's reservations
     (``ClusterView.reserved``). Pods of any phase count as created."""
@@ -526,7 +529,7 @@ def _unborn(
     gang = adapters.recognise(alive[0].as_object(), namespace, view)
     if gang is None or gang.key != key:
         return {}
-    return {zone: _missing(gang.demand, pods)}
+    return {zone: (topology.parse(record.domain), _missing(gang.demand, pods))}
 
 
 def _missing(demand: Sequence[PodGroup], pods: Sequence[PodSummary]) -> list[PodGroup]:
