@@ -39,6 +39,25 @@ def test_the_committed_numbers_are_computed_from_the_committed_runs() -> None:
         assert run["metrics"] == analysis.metrics(records[(run["arm"], run["seed"])]), run["arm"]
 
 
+def test_a_store_saves_runs_and_reads_them_back_as_earlier_runs(tmp_path: Path) -> None:
+    """`study.Store` round trip on two committed runs: saved into a new ``--out``, they come
+    back as the earlier runs of the same trace (numbers computed again), and a run with another
+    trace finds none."""
+    results = _results()
+    wanted = results["runs"][:2]
+    keys = [(r["arm"], r["seed"]) for r in wanted]
+    by_key = {(r["arm"], r["seed"]): r for r in study.load_records(DOCS)}
+    runs = {k: dict(r) for k, r in zip(keys, wanted, strict=True)}
+    records = {k: by_key[k] for k in keys}
+    saved = study.STORE.save(tmp_path, results["params"], results["arms"], runs, records)
+    assert [(r["arm"], r["seed"]) for r in saved["runs"]] == keys
+    again, raw = study.STORE.earlier(tmp_path, results["params"])
+    assert set(again) == set(keys) and raw == records
+    assert all(again[k]["metrics"] == runs[k]["metrics"] for k in keys)
+    other = {**results["params"], "jobs": results["params"]["jobs"] + 1}
+    assert study.STORE.earlier(tmp_path, other) == ({}, {})
+
+
 def test_the_committed_study_runs_each_of_its_arms_on_the_same_seeds_of_one_trace() -> None:
     results = _results()
     seeds = {run["seed"] for run in results["runs"]}

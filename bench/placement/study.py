@@ -19,7 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,72 +85,103 @@ def spec_of(p: dict[str, Any]) -> trace.TraceSpec:
     )
 
 
-def _comparable(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _comparable(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     strip = ("offered_load",)
     return {k: v for k, v in a.items() if k not in strip} == {
         k: v for k, v in b.items() if k not in strip
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class Store:
+    """Where a study keeps its runs under ``--out``: the numbers (``results``), each run's raw
+    record (``records``, from which the numbers are computed again), how a record's numbers are
+    computed, and a trace's offered load against the study's cluster. The main study and the
+    topology study (`bench.placement.topostudy`) each have one."""
+
+    results: str
+    records: str
+    metrics: Callable[[Mapping[str, Any]], dict[str, Any]]
+    load: Callable[[Sequence[trace.TraceJob]], float]
+    #: How the study's lines start (``[placement] …``).
+    label: str
+
+    def load_records(self, out: Path) -> list[dict[str, Any]]:
+        path = out / self.records
+        if not path.exists():
+            return []
+        records: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))["runs"]
+        return records
+
+    def save(
+        self,
+        out: Path,
+        run_params: dict[str, Any],
+        arm_order: Sequence[str],
+        runs: dict[tuple[str, int], dict[str, Any]],
+        records: dict[tuple[str, int], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Every run so far into ``out``, arms in ``arm_order``, seeds in order; the offered
+        load of every seed among them."""
+        ordered = sorted(runs, key=lambda key: (list(arm_order).index(key[0]), key[1]))
+        seeds = sorted({seed for _, seed in ordered})
+        spec = spec_of(run_params)
+        run_params = {
+            **run_params,
+            "offered_load": {str(s): round(self.load(trace.generate(s, spec)), 4) for s in seeds},
+        }
+        results = {
+            "params": run_params,
+            "source": source(),
+            "arms": [a for a in arm_order if any(k[0] == a for k in ordered)],
+            "machine": machine(),
+            "wall_s": round(sum(runs[k]["wall_s"] for k in ordered), 1),
+            "runs": [runs[k] for k in ordered],
+        }
+        (out / self.results).write_text(json.dumps(results, indent=1) + "\n")
+        payload = json.dumps({"runs": [records[k] for k in ordered]}, separators=(",", ":"))
+        (out / self.records).write_bytes(gzip.compress(payload.encode(), mtime=0))
+        return results
+
+    def earlier(
+        self, out: Path, run_params: Mapping[str, Any]
+    ) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
+        """The runs and records in ``out`` made with the same trace and cluster, their numbers
+        computed again (the analysis may have changed since)."""
+        runs: dict[tuple[str, int], dict[str, Any]] = {}
+        records: dict[tuple[str, int], dict[str, Any]] = {}
+        previous = out / self.results
+        if not previous.exists():
+            return runs, records
+        old = json.loads(previous.read_text())
+        if not _comparable(old["params"], run_params):
+            print(f"[{self.label}] earlier results use another trace: starting afresh", flush=True)
+            return runs, records
+        old_records = {(r["arm"], r["seed"]): r for r in self.load_records(out)}
+        for run in old["runs"]:
+            key = (run["arm"], run["seed"])
+            if key in old_records:
+                run["metrics"] = self.metrics(old_records[key])
+                run.setdefault("source", old["source"])  # runs saved before each kept its own
+                runs[key], records[key] = run, old_records[key]
+        return runs, records
+
+    def recompute(self, out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """``results`` with every run's numbers computed again from its raw record (so a change
+        to the analysis needs no new runs), written back; and the records."""
+        results: dict[str, Any] = json.loads((out / self.results).read_text())
+        records = {(r["arm"], r["seed"]): r for r in self.load_records(out)}
+        for run in results["runs"]:
+            run["metrics"] = self.metrics(records[(run["arm"], run["seed"])])
+        (out / self.results).write_text(json.dumps(results, indent=1) + "\n")
+        return results, list(records.values())
+
+
+STORE = Store(RESULTS, RECORDS, analysis.metrics, trace.offered_load, "placement")
+
+
 def load_records(out: Path) -> list[dict[str, Any]]:
-    path = out / RECORDS
-    if not path.exists():
-        return []
-    records: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))["runs"]
-    return records
-
-
-def _save(
-    out: Path,
-    run_params: dict[str, Any],
-    arm_order: list[str],
-    runs: dict[tuple[str, int], dict[str, Any]],
-    records: dict[tuple[str, int], dict[str, Any]],
-) -> dict[str, Any]:
-    ordered = sorted(runs, key=lambda key: (arm_order.index(key[0]), key[1]))
-    seeds = sorted({seed for _, seed in ordered})
-    run_params = {
-        **run_params,
-        "offered_load": {
-            str(s): round(trace.offered_load(trace.generate(s, spec_of(run_params))), 4)
-            for s in seeds
-        },
-    }
-    results = {
-        "params": run_params,
-        "source": source(),
-        "arms": [a for a in arm_order if any(k[0] == a for k in ordered)],
-        "machine": machine(),
-        "wall_s": round(sum(runs[k]["wall_s"] for k in ordered), 1),
-        "runs": [runs[k] for k in ordered],
-    }
-    (out / RESULTS).write_text(json.dumps(results, indent=1) + "\n")
-    payload = json.dumps({"runs": [records[k] for k in ordered]}, separators=(",", ":"))
-    (out / RECORDS).write_bytes(gzip.compress(payload.encode(), mtime=0))
-    return results
-
-
-def _earlier(
-    out: Path, run_params: dict[str, Any]
-) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
-    """The runs and records in ``out`` made with the same trace and cluster."""
-    runs: dict[tuple[str, int], dict[str, Any]] = {}
-    records: dict[tuple[str, int], dict[str, Any]] = {}
-    previous = out / RESULTS
-    if not previous.exists():
-        return runs, records
-    old = json.loads(previous.read_text())
-    if not _comparable(old["params"], run_params):
-        print("[placement] earlier results use another trace: starting afresh", flush=True)
-        return runs, records
-    old_records = {(r["arm"], r["seed"]): r for r in load_records(out)}
-    for run in old["runs"]:
-        key = (run["arm"], run["seed"])
-        if key in old_records:  # its numbers recomputed: the analysis may have changed since
-            run["metrics"] = analysis.metrics(old_records[key])
-            run.setdefault("source", old["source"])  # runs saved before each kept its own
-            runs[key], records[key] = run, old_records[key]
-    return runs, records
+    return STORE.load_records(out)
 
 
 def _one_run(
@@ -210,14 +241,10 @@ def write_report(out: Path, results: dict[str, Any], records: list[dict[str, Any
 
 
 def report_only(out: Path) -> int:
-    """Recompute every run's metrics from its raw record (so a change to the analysis needs no
-    new runs), then rewrite ``placement.json``, the tables and the plots."""
-    results = json.loads((out / RESULTS).read_text())
-    records = {(r["arm"], r["seed"]): r for r in load_records(out)}
-    for run in results["runs"]:
-        run["metrics"] = analysis.metrics(records[(run["arm"], run["seed"])])
-    (out / RESULTS).write_text(json.dumps(results, indent=1) + "\n")
-    print(write_report(out, results, list(records.values())))
+    """Recompute every run's metrics from its raw record, then rewrite ``placement.json``, the
+    tables and the plots."""
+    results, records = STORE.recompute(out)
+    print(write_report(out, results, records))
     return 0
 
 
@@ -248,7 +275,7 @@ def run(
     run_params = params(spec, seeds, drain_s, timeout_min)
     arm_order = list(dict.fromkeys([*arms.ARMS, *names]))
     out.mkdir(parents=True, exist_ok=True)
-    runs, records = ({}, {}) if fresh else _earlier(out, run_params)
+    runs, records = ({}, {}) if fresh else STORE.earlier(out, run_params)
 
     bin_dir = controlplane_bin_dir()
     work_root = work or Path(tempfile.mkdtemp(prefix="podium-placement-"))
@@ -265,8 +292,8 @@ def run(
             runs[key], records[key] = _one_run(
                 name, seed, jobs, bin_dir, work_root / f"{name}-{seed}", run_params
             )
-            results = _save(out, run_params, arm_order, runs, records)
-    results = _save(out, run_params, arm_order, runs, records)
+            results = STORE.save(out, run_params, arm_order, runs, records)
+    results = STORE.save(out, run_params, arm_order, runs, records)
     print(write_report(out, results, load_records(out)))
     print(f"[placement] {time.monotonic() - started:.0f}s wall for this invocation", flush=True)
     return 0

@@ -8,8 +8,6 @@ main study's, which it leaves alone: ``placement-topology.json`` (numbers),
 
 from __future__ import annotations
 
-import gzip
-import json
 import signal
 import tempfile
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.placement import allreduce, analysis, runner, study, topology, trace
-from bench.report import MISSING, Markers, machine, num, row, table
+from bench.report import MISSING, Markers, num, row, table
 from testbed.build import controlplane_bin_dir
 
 RESULTS = "placement-topology.json"
@@ -61,65 +59,14 @@ def params(
 
 def _load(jobs: Sequence[trace.TraceJob]) -> float:
     """`trace.offered_load` against this cluster's capacity."""
-    return trace.offered_load(list(jobs)) * trace.capacity() / topology.CAPACITY
+    return trace.offered_load(jobs) * trace.capacity() / topology.CAPACITY
+
+
+STORE = study.Store(RESULTS, RECORDS, metrics, _load, "topology")
 
 
 def load_records(out: Path) -> list[dict[str, Any]]:
-    path = out / RECORDS
-    if not path.exists():
-        return []
-    records: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))["runs"]
-    return records
-
-
-def _save(
-    out: Path,
-    run_params: dict[str, Any],
-    runs: dict[tuple[str, int], dict[str, Any]],
-    records: dict[tuple[str, int], dict[str, Any]],
-) -> dict[str, Any]:
-    order = list(topology.ARMS)
-    keys = sorted(runs, key=lambda key: (order.index(key[0]), key[1]))
-    seeds = sorted({seed for _, seed in keys})
-    spec = study.spec_of(run_params)
-    results = {
-        "params": {
-            **run_params,
-            "offered_load": {str(s): round(_load(trace.generate(s, spec)), 4) for s in seeds},
-        },
-        "source": study.source(),
-        "arms": [a for a in order if any(k[0] == a for k in keys)],
-        "machine": machine(),
-        "wall_s": round(sum(runs[k]["wall_s"] for k in keys), 1),
-        "runs": [runs[k] for k in keys],
-    }
-    (out / RESULTS).write_text(json.dumps(results, indent=1) + "\n")
-    payload = json.dumps({"runs": [records[k] for k in keys]}, separators=(",", ":"))
-    (out / RECORDS).write_bytes(gzip.compress(payload.encode(), mtime=0))
-    return results
-
-
-def _earlier(
-    out: Path, run_params: dict[str, Any]
-) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
-    runs: dict[tuple[str, int], dict[str, Any]] = {}
-    records: dict[tuple[str, int], dict[str, Any]] = {}
-    if not (out / RESULTS).exists():
-        return runs, records
-    old = json.loads((out / RESULTS).read_text())
-    strip = ("offered_load",)
-    if {k: v for k, v in old["params"].items() if k not in strip} != {
-        k: v for k, v in run_params.items() if k not in strip
-    }:
-        print("[topology] earlier results use another trace: starting afresh", flush=True)
-        return runs, records
-    by_key = {(r["arm"], r["seed"]): r for r in load_records(out)}
-    for run in old["runs"]:
-        key = (run["arm"], run["seed"])
-        if key in by_key:
-            run["metrics"] = metrics(by_key[key])
-            runs[key], records[key] = run, by_key[key]
-    return runs, records
+    return STORE.load_records(out)
 
 
 def write_report(out: Path, results: Mapping[str, Any]) -> str:
@@ -134,11 +81,7 @@ def write_report(out: Path, results: Mapping[str, Any]) -> str:
 
 
 def report_only(out: Path) -> int:
-    results = json.loads((out / RESULTS).read_text())
-    records = {(r["arm"], r["seed"]): r for r in load_records(out)}
-    for run in results["runs"]:
-        run["metrics"] = metrics(records[(run["arm"], run["seed"])])
-    (out / RESULTS).write_text(json.dumps(results, indent=1) + "\n")
+    results, _ = STORE.recompute(out)
     print(write_report(out, results))
     return 0
 
@@ -159,7 +102,7 @@ def run(
     spec = topology.spec(jobs)
     run_params = params(spec, seeds, drain_s, timeout_min)
     out.mkdir(parents=True, exist_ok=True)
-    runs, records = ({}, {}) if fresh else _earlier(out, run_params)
+    runs, records = ({}, {}) if fresh else STORE.earlier(out, run_params)
     built = {name: topology.ARMS[name] for name in names}  # unknown names fail before any run
     bin_dir = controlplane_bin_dir()
     work_root = work or Path(tempfile.mkdtemp(prefix="podium-topology-"))
@@ -205,8 +148,8 @@ def run(
                 f"comm × {num(m['comm_ratio_mean'], 2)}, {time.monotonic() - began:.0f}s wall",
                 flush=True,
             )
-            _save(out, run_params, runs, records)
-    results = _save(out, run_params, runs, records)
+            STORE.save(out, run_params, list(topology.ARMS), runs, records)
+    results = STORE.save(out, run_params, list(topology.ARMS), runs, records)
     print(write_report(out, results))
     print(f"[topology] {time.monotonic() - started:.0f}s wall for this invocation", flush=True)
     return 0

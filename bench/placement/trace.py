@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 #: Time compression: one real second of the run is this many simulated minutes.
@@ -99,7 +99,7 @@ def generate(seed: int, spec: TraceSpec | None = None) -> list[TraceJob]:
     return jobs
 
 
-def offered_load(jobs: list[TraceJob]) -> float:
+def offered_load(jobs: Sequence[TraceJob]) -> float:
     """GPU-seconds the trace asks for over its arrival window, as a fraction of the cluster's."""
     if not jobs:
         return 0.0
