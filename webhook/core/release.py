@@ -460,7 +460,7 @@ class _Heading:
         else:
             self._loose.setdefault(zone, []).extend(groups)
 
-    def domain_room(self, zone: str, nodes: ZoneNodes, primary: str) -> list[resources.Resources]:
+    def _domain_room(self, zone: str, nodes: ZoneNodes, primary: str) -> list[resources.Resources]:
         """``room`` for ``topology``: the pods heading into a domain of the zone spread over
         that domain's nodes (their node selection keeps them there), the rest over the zone."""
         infos = list(nodes.nodes.values())
@@ -480,12 +480,12 @@ class _Heading:
         """Free capacity per node of ``nodes`` (in ``zone``) once the pods heading there take
         theirs, each on the node with the most free (``zones.spread_into``): where they land is
         not known until they bind; those released into a domain below the zone inside that
-        domain (``domain_room``). Shared: do not change it."""
+        domain (``_domain_room``). Shared: do not change it."""
         heading = self.groups(zone)
         key = (nodes, len(heading))  # ZoneNodes hash by identity; the list only grows
         room = self._rooms.get(key)
         if room is None and self._bound.get(zone):  # some head into a domain: kept inside it
-            room = self._rooms[key] = self.domain_room(zone, nodes, primary)
+            room = self._rooms[key] = self._domain_room(zone, nodes, primary)
         if room is None:
             room = [dict(self._view.free_on(n)) for n in nodes.nodes.values()]
             zones.spread_into(heading, room, primary)
@@ -889,7 +889,7 @@ def _choose(
     ask: topology.Ask,
     settings: Settings,
 ) -> topology.Choice:
-    room = heading.domain_room(zone, nodes, primary)
+    room = heading.room(zone, nodes, primary)  # read only: shared with the zone fit
     slots = [
         topology.Slot(n.labels, r, n.allocatable)
         for n, r in zip(nodes.nodes.values(), room, strict=True)
