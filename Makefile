@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup build controlplane helm promtool demo-operators lint typecheck unit e2e e2e-operators test demo demo-stop demo-offline bench bench-placement clean
+.PHONY: setup build controlplane helm promtool demo-operators lint typecheck unit e2e e2e-operators test demo demo-stop demo-offline bench bench-placement bench-placement-topology clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -108,6 +108,14 @@ bench-placement: setup controlplane
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(PYTHON) -m testbed.build kueue
 	$(BIN)/python -m bench placement
+
+## The topology study (docs/benchmarks/placement.md, "Below the zone"): podium's hold with and
+## without topology-levels, Kueue TAS and kube-scheduler's topology placement on 2 zones × 4
+## blocks × 4 nodes, three seeds; ~50 minutes on 2 cores, after Kueue's build.
+bench-placement-topology: setup controlplane
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(PYTHON) -m testbed.build kueue
+	$(BIN)/python -m bench placement-topology
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

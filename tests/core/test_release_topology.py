@@ -202,6 +202,7 @@ def test_a_later_pod_of_a_released_gang_is_pinned_into_its_recorded_domain(now: 
     ]["nodeSelectorTerms"]
     assert term["matchExpressions"][-1] == {"key": L3, "operator": "In", "values": ["b1"]}
     assert decision.patched["metadata"]["annotations"][labels.TOPOLOGY] == f"{L3}=b1"
+    assert f"inside {L3}=b1, as its release" in decision.detail  # the audit says so too
 
 
 def test_the_zone_fit_counts_pods_heading_into_a_block_inside_it(now: datetime) -> None:

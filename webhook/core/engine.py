@@ -470,6 +470,7 @@ def _pinned_decision(
         outcome="pinned" if choice.zone else "unpinned",
         reason=str(choice.reason),
         detail=choice.detail
+        + (f"; inside {domain}, as its release" if domain and choice.zone else "")
         + (f"; podium chose the zone, not kube-scheduler: {unfit}" if unfit else ""),
         namespace=namespace,
         pod=pod,

@@ -423,10 +423,7 @@ def run(
     crd_guard = _crd_guard(parts)
     background = (*_leader_loops(parts, keeper), *probing, crd_guard.run)
     watch_cache = parts.watch_cache
-    ready: Callable[[], bool] = watch_cache.is_ready
-    pending: Callable[[], Sequence[str]] = watch_cache.pending
-    if keeper is not None:
-        ready, pending = _with_certificate(watch_cache, keeper)
+    ready, pending = _readiness(watch_cache, keeper)
     app = create_app(
         admitter=admitter,
         ready=ready,
@@ -571,10 +568,13 @@ def _cert_keeper(api_client: Any, options: selfcerts.Options) -> selfcerts.CertK
     return keeper
 
 
-def _with_certificate(
-    watch_cache: cache.WatchCache, keeper: selfcerts.CertKeeper
+def _readiness(
+    watch_cache: cache.WatchCache, keeper: selfcerts.CertKeeper | None
 ) -> tuple[Callable[[], bool], Callable[[], Sequence[str]]]:
-    """Ready once the cache has synced and the Secret's certificate is served."""
+    """Ready once the cache has synced and, when the cluster keeps the certificate, the
+    Secret's certificate is served."""
+    if keeper is None:
+        return watch_cache.is_ready, watch_cache.pending
 
     def ready() -> bool:
         return watch_cache.is_ready() and keeper.ready()
