@@ -28,6 +28,7 @@ from tests.core.adapters import (
 from tests.scenarios import NS, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, mutation, policies, release
 from webhook.core.adapters.base import PodGroup
+from webhook.core.release.waits import needs
 from webhook.core.settings import HoldOrder, NoFit, Placement, Settings, TooBig, ZoneChooser
 from webhook.core.view import ClusterView
 
@@ -570,13 +571,13 @@ def test_the_why_counts_the_pods_that_ask_for_the_primary_resource_in_units_peop
     view = ClusterView.from_objects([namespace(NS), mj], zone_label=ZONE, kept=adapters.KEPT)
     gang = adapters.recognise(mpi_worker_pod(mj, 0).obj(), NS, view)
     assert gang is not None and sum(g.count for g in gang.demand) == 5
-    assert release._needs(gang, "nvidia.com/gpu") == "4 × 8 nvidia.com/gpu"
+    assert needs(gang, "nvidia.com/gpu") == "4 × 8 nvidia.com/gpu"
     cpu = dataclasses.replace(gang, demand=(PodGroup(16, {"cpu": 8_000}),))
-    assert release._needs(cpu, "cpu") == "16 × 8 cpu"
+    assert needs(cpu, "cpu") == "16 × 8 cpu"
     mixed = dataclasses.replace(
         gang, demand=(PodGroup(1, {"cpu": 500}), PodGroup(2, {"cpu": 64_000}))
     )
-    assert release._needs(mixed, "cpu") == "128500m cpu over 3 pods"
+    assert needs(mixed, "cpu") == "128500m cpu over 3 pods"
 
 
 READY = {"type": "Ready", "status": "True"}

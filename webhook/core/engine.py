@@ -312,7 +312,7 @@ def _following(
     (``running``): pinned at once, ungated, to the zone they run in, with the record and policy
     a pinned pod gets; None when no member runs (hold it). A gang recorded as released across
     zones has no zone to follow; one recorded into another zone than its members run in is
-    held, and the releaser follows them and replaces the record (``release._follow``)."""
+    held, and the releaser follows them and replaces the record (``release.releases.follow``)."""
     if record is not None and not record.zone:
         return None
     choice = running.follow(running.placed_members(gang, namespace, view), view, settings)

@@ -12,7 +12,7 @@ are said in a warning and never added to):
   (``follow``), with the record and policy a pinned pod gets;
 * in the releaser (``release.plan``), a held gang that has such members — the pods it held
   before they bound — is released into their zone at once, whatever the fit
-  (``release._follow``).
+  (``release.releases.follow``).
 
 Either way the pod is ungated and pinned, so kube-scheduler (and an autoscaler, which never acts
 on a gated pod) sees it at once; where the zone has no room it is Pending there, as a pinned pod

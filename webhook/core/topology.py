@@ -8,7 +8,7 @@ the values of levels 0..*i* (as Kueue's TAS names them); a node lacking one of t
 no domain of that level, so it is never chosen for it.
 
 Once the releaser has decided a gang's zone, ``choose`` picks, on that zone's nodes with the room
-the releaser's model gives them (``release._Heading``: released-but-unbound pods counted as the
+the releaser's model gives them (``release.room.Heading``: released-but-unbound pods counted as the
 scheduler spreads them), the tightest domain that fits the whole gang by per-node fit
 (``zones.pack_into``): Kueue's BestFit, the domain left with the least free primary resource once
 the gang is in (ties: the domain's values). What the gang asks for (``ask_of``, from its pods'

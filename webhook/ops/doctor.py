@@ -616,7 +616,7 @@ def _check_domain(job: _Job, view: View, find: Find) -> str | None:
     name = labels.object_name(gang.owner.kind, gang.owner.name, gang.key)
     record = view.get(policies.RECORD_API_VERSION, policies.RECORD_KIND, job.namespace, name)
     detail = str(((record or {}).get("data") or {}).get("detail") or "")
-    # The record's detail ends with "into <domain>: <why>" (release._release): say the why.
+    # The record's detail ends with "into <domain>: <why>" (release.releases.release): say the why.
     why = detail.partition(f"into {topology.describe(domain)}: ")[2] or detail
     return (
         f"released into {topology.describe(domain)}: all {len(running)} bound pod(s) run there, "
