@@ -441,18 +441,15 @@ def _pinned_decision(
     policy_name, policy, withheld = policies.covering_policy(
         gang, namespace, view, settings, zone=choice.zone, record_zone=recorded_zone or choice.zone
     )
-    annotations = _pin_annotations(pod, choice, policy_name)
     # A later pod of a gang the releaser put into a domain below the zone follows that domain.
-    domain = record.domain if record is not None and record.zone == choice.zone else ""
-    if domain and choice.zone:
-        annotations[labels.TOPOLOGY] = domain
+    domain = record.domain if record and choice.zone and choice.zone == record.zone else ""
     after, patch = mutation.pin(
         pod,
         zone=choice.zone,
         gang_key=gang.key,
         zone_label=settings.zone_label,
-        annotations=annotations,
-        below=topology.requirements(topology.parse(domain)) if choice.zone else (),
+        annotations=_pin_annotations(pod, choice, policy_name, domain),
+        below=topology.requirements(topology.parse(domain)),
     )
     new_record = _new_record(
         record,
@@ -470,7 +467,7 @@ def _pinned_decision(
         outcome="pinned" if choice.zone else "unpinned",
         reason=str(choice.reason),
         detail=choice.detail
-        + (f"; inside {domain}, as its release" if domain and choice.zone else "")
+        + (f"; inside {domain}, as its release" if domain else "")
         + (f"; podium chose the zone, not kube-scheduler: {unfit}" if unfit else ""),
         namespace=namespace,
         pod=pod,
@@ -486,8 +483,11 @@ def _pinned_decision(
     )
 
 
-def _pin_annotations(pod: Obj, choice: zones.ZoneChoice, policy_name: str | None) -> dict[str, str]:
-    """podium's annotations on a pinned pod: its zone, why, and the policy that covers it."""
+def _pin_annotations(
+    pod: Obj, choice: zones.ZoneChoice, policy_name: str | None, domain: str
+) -> dict[str, str]:
+    """podium's annotations on a pinned pod: its zone, why, the policy that covers it, and the
+    domain below the zone its gang was released into."""
     annotations = {labels.ZONE: choice.zone or "", labels.REASON: str(choice.reason)}
     earlier: Mapping[str, Any] = annotations_of(pod)
     if earlier.get(labels.ZONE) == annotations[labels.ZONE] and earlier.get(labels.REASON):
@@ -496,6 +496,8 @@ def _pin_annotations(pod: Obj, choice: zones.ZoneChoice, policy_name: str | None
         annotations[labels.REASON] = str(earlier[labels.REASON])
     if policy_name is not None:
         annotations[labels.POLICY] = policy_name
+    if domain:
+        annotations[labels.TOPOLOGY] = domain
     return annotations
 
 
