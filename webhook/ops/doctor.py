@@ -473,31 +473,45 @@ def _judge(
         _check_coverage(job, view, settings, admitted, managed_policies, find)
     findings.extend(_unschedulable(job))
     if copied:
-        why = "; ".join(f"{name_of(p)}: {reason}" for p, reason in copied)
-        find(
-            "copied-label",
-            f"{len(copied)} pod(s) carry its {labels.JOB} label without being its own ({why})",
-            [p for p, _ in copied],
-        )
+        _check_copied(copied, find)
     hosts = [p for p in job.pods if (p.get("spec") or {}).get("hostNetwork")]
     if hosts:
         find("host-network", f"{len(hosts)} pod(s) use hostNetwork", hosts)
     _check_cuts(job, view.namespace(ns), network, keep, find)
     if hold is not None:
-        if hold.wait is not None:
-            _check_hold(hold.wait, settings, now, find)
-        if no_leader:
-            gated = hold.pods
-            find(
-                "no-leader",
-                f"{len(gated)} pod(s) held behind podium's gate wait for podium's releaser, and no "
-                f"podium replica leads ({no_leader}): they stay held until podium runs again",
-                [p.as_object() for p in gated],
-            )
+        _check_held(hold, settings, now, no_leader, find)
     zones = tuple(sorted(by_zone))
     held = hold.why if hold is not None else None
     note = on_purpose if len(by_zone) > 1 else _check_domain(job, view, find)
     return JobVerdict(ns, job.name, gang.key, len(job.pods), zones, tuple(findings), held, note)
+
+
+def _check_copied(copied: Sequence[tuple[Obj, str]], find: Find) -> None:
+    """Pods that carry the job's podium.dev/job label although their controller chain does not
+    lead to the job (``_copied_labels``), and why each is not its own."""
+    why = "; ".join(f"{name_of(p)}: {reason}" for p, reason in copied)
+    find(
+        "copied-label",
+        f"{len(copied)} pod(s) carry its {labels.JOB} label without being its own ({why})",
+        [p for p, _ in copied],
+    )
+
+
+def _check_held(
+    hold: _Held, settings: Settings, now: datetime | None, no_leader: str | None, find: Find
+) -> None:
+    """A held job: too big or held too long (``_check_hold``) while the releaser keeps it
+    waiting, and ``no-leader`` when no podium replica leads to release it."""
+    if hold.wait is not None:
+        _check_hold(hold.wait, settings, now, find)
+    if no_leader:
+        gated = hold.pods
+        find(
+            "no-leader",
+            f"{len(gated)} pod(s) held behind podium's gate wait for podium's releaser, and no "
+            f"podium replica leads ({no_leader}): they stay held until podium runs again",
+            [p.as_object() for p in gated],
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
