@@ -8,7 +8,7 @@ import enum
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -19,9 +19,6 @@ from webhook.ops.cli_options import (
     KubeconfigOption,
     load_settings,
 )
-
-if TYPE_CHECKING:
-    from webhook.serve import selfcerts
 
 
 class TLSVersion(enum.StrEnum):
@@ -99,16 +96,17 @@ def serve(
         _check_pair(cert_file, key_file)
     keeping = None
     if self_certs:
-        keeping = _keeper_options(
-            namespace=namespace,
-            secret=certs_secret,
-            webhook_configuration=webhook_configuration,
-            service=service,
-            sans=san,
-            directory=certs_dir,
-            interval=certs_interval,
-            overlap=certs_overlap,
-        )
+        with _naming("--san"):
+            keeping = serve_certs.options(
+                namespace=namespace,
+                secret=certs_secret,
+                webhook_configuration=webhook_configuration,
+                service=service,
+                sans=san,
+                directory=certs_dir,
+                interval=certs_interval,
+                overlap=certs_overlap,
+            )
     # Imported here: the web server and the Kubernetes client take a while to load, and the
     # other commands need neither.
     from webhook.serve import server  # noqa: PLC0415
@@ -150,31 +148,13 @@ def _self_certs(
     return self_certs
 
 
-def _keeper_options(
-    *,
-    namespace: str,
-    secret: str,
-    webhook_configuration: str,
-    service: str,
-    sans: list[str] | None,
-    directory: Path | None,
-    interval: float,
-    overlap: float,
-) -> selfcerts.Options:
-    """``serve_certs.options``, a bad ``--san`` being one line that names the flag."""
+@contextlib.contextmanager
+def _naming(flag: str) -> Iterator[None]:
+    """A bad value (``ValueError``) inside is one line that names ``flag``."""
     try:
-        return serve_certs.options(
-            namespace=namespace,
-            secret=secret,
-            webhook_configuration=webhook_configuration,
-            service=service,
-            sans=sans,
-            directory=directory,
-            interval=interval,
-            overlap=overlap,
-        )
+        yield
     except ValueError as err:
-        raise output.fail(f"--san: {err}") from err
+        raise output.fail(f"{flag}: {err}") from err
 
 
 @contextlib.contextmanager
