@@ -25,7 +25,7 @@ from tests.ops.conftest import kubeconfig
 from tests.ops.test_report import cluster, ran, shadow_entry
 from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.kube import errors
-from webhook.ops import auditview, cli, output
+from webhook.ops import auditview, cli, cli_options, output
 from webhook.ops import report as shadow_report
 
 runner = CliRunner()
@@ -122,7 +122,7 @@ def test_doctor_and_report_print_yaml_as_well_as_json(
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(cli, "_connect", lambda *_: (Closable(), None))
+    monkeypatch.setattr(cli_options, "connect_cluster", lambda *_: (Closable(), None))
     monkeypatch.setattr(shadow_report, "collect", collect)
     monkeypatch.setattr(doctor, "collect", collect)
     reported = invoke("report", str(trail), "-o", fmt)
@@ -341,7 +341,7 @@ def test_release_takes_the_namespace_of_the_kubeconfigs_context(
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(cli, "_connect", lambda *_: (Closable(), objects))
+    monkeypatch.setattr(cli_options, "connect_cluster", lambda *_: (Closable(), objects))
     result = invoke("release", "pytorchjob/ft", "--kubeconfig", str(path), *args)
     assert result.exit_code == 0, result.output
     assert objects.patched == [("PyTorchJob", expected, "ft")]
@@ -355,7 +355,9 @@ def test_release_of_a_job_that_is_not_there_says_where_it_looked(
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(cli, "_connect", lambda *_: (Closable(), _Objects(missing=True)))
+    monkeypatch.setattr(
+        cli_options, "connect_cluster", lambda *_: (Closable(), _Objects(missing=True))
+    )
     result = invoke("release", "pytorchjob/ft", "-n", "ml")
     assert result.exit_code == 2
     assert result.stderr == (

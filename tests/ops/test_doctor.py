@@ -19,7 +19,7 @@ from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import adapters, labels, policies
 from webhook.core.settings import OldCilium, PolicyMode, PolicyScope, Settings
 from webhook.core.view import ClusterView
-from webhook.ops import cli, doctor
+from webhook.ops import cli, cli_options, doctor
 
 Obj = dict[str, Any]
 JOB_NAME = "PyTorchJob/llama"
@@ -458,7 +458,7 @@ def stub_cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
         connected.append((kubeconfig, context))
         return _Closable(), None
 
-    monkeypatch.setattr(cli, "_connect", connect)
+    monkeypatch.setattr(cli_options, "connect_cluster", connect)
     c.connected = connected
     return c
 

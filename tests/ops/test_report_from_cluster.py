@@ -18,7 +18,7 @@ from tests.scenarios import NS
 from webhook.core import reports
 from webhook.core.settings import Settings
 from webhook.kube import twins
-from webhook.ops import cli, output
+from webhook.ops import cli, cli_options, output
 
 runner = CliRunner()
 
@@ -37,7 +37,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> twins.InMemoryObjects:
     )
     for body in bodies.values():
         objects.put(body)
-    monkeypatch.setattr(cli, "_connect", lambda *_: (_Closable(), objects))
+    monkeypatch.setattr(cli_options, "connect_cluster", lambda *_: (_Closable(), objects))
     return objects
 
 
@@ -87,7 +87,7 @@ def test_a_namespace_without_split_jobs_exits_0(api: twins.InMemoryObjects) -> N
 
 def test_no_report_and_no_crd_are_said_in_words(monkeypatch: pytest.MonkeyPatch) -> None:
     empty = twins.InMemoryObjects()
-    monkeypatch.setattr(cli, "_connect", lambda *_: (_Closable(), empty))
+    monkeypatch.setattr(cli_options, "connect_cluster", lambda *_: (_Closable(), empty))
     result = invoke("-n", "ml")
     assert result.exit_code == 2
     assert "no Report of podium's in namespace ml" in result.stderr

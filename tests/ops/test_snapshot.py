@@ -17,7 +17,7 @@ from tests.scenarios import NS, base_cluster, pytorch_pod, pytorchjob
 from webhook.core import labels
 from webhook.core.settings import Settings
 from webhook.kube import twins
-from webhook.ops import cli, snapshot
+from webhook.ops import cli, cli_options, snapshot
 
 runner = CliRunner()
 
@@ -111,7 +111,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> twins.InMemoryObjects:
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(cli, "_connect", lambda kubeconfig, context: (Client(), api))
+    monkeypatch.setattr(cli_options, "connect_cluster", lambda kubeconfig, context: (Client(), api))
     return api
 
 
