@@ -15,6 +15,7 @@ and plots from the results already there.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 DEFAULT_COMMAND = "throughput"
+SEEDS = ",".join(map(str, study.DEFAULT_SEEDS))
 
 
 class _ThroughputByDefault(TyperGroup):
@@ -65,6 +67,16 @@ OutOption = Annotated[
     ),
 ]
 QuickOption = Annotated[bool, typer.Option("--quick", help="A short smoke run.")]
+SeedsOption = Annotated[
+    str, typer.Option("--seeds", metavar="SEED,…", help="Comma-separated trace seeds.")
+]
+JobsOption = Annotated[int, typer.Option("--jobs", metavar="N", help="Jobs in each seed's trace.")]
+StudyWorkOption = Annotated[
+    Path | None, typer.Option("--work", metavar="DIR", help="Keep the clusters' files here.")
+]
+FreshOption = Annotated[
+    bool, typer.Option("--fresh", help="Drop earlier runs in --out instead of merging.")
+]
 ReportOnlyOption = Annotated[
     bool,
     typer.Option(
@@ -104,11 +116,11 @@ def throughput(
     )
 
 
-def _arms(value: str) -> list[str]:
+def _arms(value: str, known: Mapping[str, object]) -> list[str]:
     names = [name for name in value.split(",") if name]
-    if unknown := [name for name in names if name not in arms.ARMS]:
+    if unknown := [name for name in names if name not in known]:
         raise typer.BadParameter(
-            f"unknown arms {unknown}; known: {list(arms.ARMS)}", param_hint="--arms"
+            f"unknown arms {unknown}; known: {list(known)}", param_hint="--arms"
         )
     return names
 
@@ -130,12 +142,8 @@ def placement(
             "--arms", metavar="ARM,…", help=f"Comma-separated, of {', '.join(arms.ARMS)}."
         ),
     ] = ",".join(arms.DEFAULT_ARMS),
-    seeds: Annotated[
-        str, typer.Option("--seeds", metavar="SEED,…", help="Comma-separated trace seeds.")
-    ] = ",".join(map(str, study.DEFAULT_SEEDS)),
-    jobs: Annotated[
-        int, typer.Option("--jobs", metavar="N", help="Jobs in each seed's trace.")
-    ] = trace.TraceSpec.jobs,
+    seeds: SeedsOption = SEEDS,
+    jobs: JobsOption = trace.TraceSpec.jobs,
     interarrival: Annotated[
         float,
         typer.Option("--interarrival", metavar="S", help="Mean real seconds between submissions."),
@@ -158,19 +166,14 @@ def placement(
         ),
     ] = runner.TIMEOUT_SIM_MINUTES,
     out: OutOption = DOCS,
-    work: Annotated[
-        Path | None,
-        typer.Option("--work", metavar="DIR", help="Keep the clusters' files here."),
-    ] = None,
+    work: StudyWorkOption = None,
     quick: Annotated[
         bool,
         typer.Option(
             "--quick", help="30 jobs, seed 1, short drain: a smoke run (use another --out)."
         ),
     ] = False,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Drop earlier runs in --out instead of merging.")
-    ] = False,
+    fresh: FreshOption = False,
     report_only: ReportOnlyOption = False,
 ) -> None:
     """What each way of placing a training job's pods does to a real scheduler under a seeded job
@@ -184,10 +187,9 @@ def placement(
     """
     if report_only:
         raise typer.Exit(study.report_only(out))
-    names = _arms(arm_names)
     raise typer.Exit(
         study.run(
-            names,
+            _arms(arm_names, arms.ARMS),
             _seeds(seeds),
             spec=trace.TraceSpec(jobs=jobs, mean_interarrival_s=interarrival),
             drain_s=drain,
@@ -210,24 +212,15 @@ def placement_topology(
             "--arms", metavar="ARM,…", help=f"Comma-separated, of {', '.join(topology.ARMS)}."
         ),
     ] = ",".join(topology.DEFAULT_ARMS),
-    seeds: Annotated[
-        str, typer.Option("--seeds", metavar="SEED,…", help="Comma-separated trace seeds.")
-    ] = ",".join(map(str, study.DEFAULT_SEEDS)),
-    jobs: Annotated[
-        int, typer.Option("--jobs", metavar="N", help="Jobs in each seed's trace.")
-    ] = trace.TraceSpec.jobs,
+    seeds: SeedsOption = SEEDS,
+    jobs: JobsOption = trace.TraceSpec.jobs,
     drain: Annotated[
         float,
         typer.Option("--drain", metavar="S", help="Real seconds after the last submission."),
     ] = runner.DRAIN_S,
     out: OutOption = DOCS,
-    work: Annotated[
-        Path | None,
-        typer.Option("--work", metavar="DIR", help="Keep the clusters' files here."),
-    ] = None,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Drop earlier runs in --out instead of merging.")
-    ] = False,
+    work: StudyWorkOption = None,
+    fresh: FreshOption = False,
     report_only: ReportOnlyOption = False,
 ) -> None:
     """The placement study's trace on 2 zones × 4 blocks × 4 8-GPU nodes labelled with EKS's
@@ -237,14 +230,9 @@ def placement_topology(
     placement-topology.json, placement-topology-runs.json.gz and its tables into placement.md."""
     if report_only:
         raise typer.Exit(topostudy.report_only(out))
-    names = [name for name in arm_names.split(",") if name]
-    if unknown := [name for name in names if name not in topology.ARMS]:
-        raise typer.BadParameter(
-            f"unknown arms {unknown}; known: {list(topology.ARMS)}", param_hint="--arms"
-        )
     raise typer.Exit(
         topostudy.run(
-            names,
+            _arms(arm_names, topology.ARMS),
             _seeds(seeds),
             jobs=jobs,
             drain_s=drain,
