@@ -212,7 +212,19 @@ def test_shadow_admits_unchanged_and_the_report_names_exactly_the_split_jobs(
     entries = [r for r in podium.audit_records() if r["namespace"] in shadow_namespaces]
     assert len(entries) == 6
     held = "zone-chooser: hold" in (podium.config or "")
-    assert all(e["shadow"] and e["outcome"] == ("held" if held else "pinned") for e in entries)
+    assert all(e["shadow"] for e in entries)
+    first: dict[str, str] = {}
+    for e in sorted(entries, key=lambda e: str(e["time"])):
+        first.setdefault(e["job"]["gang"], e["outcome"])
+        if held and e["outcome"] == "pinned":
+            # A job's second pod may reach podium after its first is bound and seen (the two
+            # are created at once; on a loaded machine the scheduler can be quicker): podium
+            # then follows the member that runs (core/running.py), as it would enforcing,
+            # rather than hold a gang whose running pods its gate will never hold.
+            assert "already run" in e["detail"], e
+        else:
+            assert e["outcome"] == ("held" if held else "pinned"), e
+    assert len(first) == 3 and set(first.values()) == {"held" if held else "pinned"}, first
     assert all({x["outcome"] for x in e["effects"]} <= {"shadow"} for e in entries)
 
     code, table = run_report(local_cluster, str(podium.audit_file))
