@@ -227,7 +227,7 @@ def test_a_gang_is_released_into_the_tightest_block_and_bound_there(
         )
         print("--- GangReleased ---\n" + event["note"])
         print("--- podium doctor -n NS -o json (job) ---\n" + json.dumps(verdict, indent=1))
-        print("--- podium doctor -n NS -o wide ---\n" + table.stdout + table.stderr)
+        print("--- podium doctor -n NS ---\n" + table.stdout + table.stderr)
 
 
 def test_a_required_level_too_small_for_the_gang_waits_saying_why(
