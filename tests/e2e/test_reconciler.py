@@ -18,6 +18,7 @@ from testbed.podium import PIN, Podium
 from tests.builders import owner_ref
 
 from .test_podium import (
+    REASON,
     ZONE,
     collection,
     create,
@@ -217,15 +218,29 @@ def test_an_unpinned_pod_gets_its_nodes_zone_once_bound_and_the_zone_its_policy(
     sent = pytorch_pods(job, workers=1, gpus=0)
     # The gang's size comes from the job: a podium that has not seen it yet (nor read it in its
     # time budget, on a loaded machine) sizes the gang by these CPU pods, and pins them. Ask (a
-    # server-side dry run, which creates nothing) until podium knows the job.
+    # server-side dry run, which creates nothing) until podium answers as it does knowing the
+    # job — no zone, for no-fit — and not merely without a zone: a podium that has not seen the
+    # namespace opt in yet, or that failed open, answers without one too.
     until_podium_would(
         local_cluster,
         sent[0],
         "podium to know the job's size",
-        lambda got: ZONE not in got["metadata"]["labels"],
+        lambda got: (got["metadata"].get("annotations") or {}).get(REASON) == "no-fit-unpinned",
     )
+    # Both pods are decided before either can bind: created at once, a master bound within
+    # milliseconds makes its worker follow it into its zone (the pin's coordinator rule), as the
+    # cold clean-clone run once saw. The test's own gate keeps them unscheduled until then.
+    for pod in sent:
+        pod["spec"]["schedulingGates"] = [{"name": "e2e.podium.dev/both-decided"}]
     pods = create_concurrently(local_cluster, sent)
     assert all(ZONE not in p["metadata"]["labels"] for p in pods)
+    for p in pods:
+        local_cluster.request(
+            "PATCH",
+            f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}",
+            {"spec": {"schedulingGates": None}},
+            content_type="application/merge-patch+json",
+        )
     zones = wait_bound(local_cluster, ns, [p["metadata"]["name"] for p in pods])
 
     def labelled() -> bool:
