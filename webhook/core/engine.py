@@ -449,7 +449,7 @@ def _pinned_decision(
         gang_key=gang.key,
         zone_label=settings.zone_label,
         annotations=_pin_annotations(pod, choice, policy_name, domain),
-        below=topology.requirements(topology.parse(domain)),
+        below=topology.requirements(topology.parse(domain)) if domain else (),
     )
     new_record = _new_record(
         record,
