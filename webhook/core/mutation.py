@@ -228,7 +228,7 @@ def _require_zone(
     below: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     zone_expr = {"key": zone_label, "operator": "In", "values": [zone]}
-    wanted_all = [zone_expr, *map(dict, below)] if below else [zone_expr]
+    wanted_all = [zone_expr, *map(dict, below)]
     node_affinity = affinity.setdefault("nodeAffinity", {}) or {}
     affinity["nodeAffinity"] = node_affinity
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}) or {}

@@ -20,6 +20,7 @@ from webhook.core.records import Record
 from webhook.core.settings import Settings
 from webhook.core.view import TERMINAL_PHASES, ClusterView, NodeInfo, PodSummary, has_gate
 
+#: Reasons a gang is released (``podium_releases_total{reason}``), beside ``placement``'s own.
 COMPLETED = "completed"
 TIMEOUT = "hold-timeout"
 TOO_BIG_SPREAD = "too-big-spread"
