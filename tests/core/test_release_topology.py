@@ -148,6 +148,35 @@ def test_pods_heading_into_a_block_take_room_there(now: datetime) -> None:
     assert second.domain.endswith("=b1")
 
 
+def test_a_gang_no_block_fits_takes_the_fewest_blocks_and_leaves_the_rest_whole(
+    now: datetime,
+) -> None:
+    """3 × 8 fits none of b1 (2 nodes), b2 (2) and b3 (1): it goes into b1 and b3 (the roomiest,
+    then the tightest that completes it), one patch requiring both; heading there, it leaves
+    b2 whole for the next gang of 2 × 8 — spread over the layer-2 domain, as the scheduler's
+    scoring would spread it, no block would be left for that one."""
+    nodes = [
+        NodeBuilder(f"a-{block}-{i}").zone("zone-a").label(L2, "nn-a").label(L3, block).obj()
+        for block, count in (("b1", 2), ("b2", 2), ("b3", 1))
+        for i in range(count)
+    ]
+    objects = [namespace(NS), *nodes, *held_job("big", 3, now - timedelta(seconds=5))]
+    (r,) = plan(objects, now).releases
+    assert (r.zone, r.domain) == ("zone-a", f"{L2}=nn-a,{L3}=b1,b3")
+    assert f"below it the fewest {L3} domains with room for all of it together: 2" in r.topology
+    pod = next(o for o in objects if o["kind"] == "Pod")
+    after = jsonpatch.apply_patch(pod, release.release_patch(pod, r, TOPO))
+    (term,) = after["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"][1:] == [
+        {"key": L2, "operator": "In", "values": ["nn-a"]},
+        {"key": L3, "operator": "In", "values": ["b1", "b3"]},
+    ]
+    (second,) = plan([*ungate(objects, r), *held_job("next", 2, now)], now).releases
+    assert second.domain == f"{L2}=nn-a,{L3}=b2"
+
+
 def test_pods_not_created_yet_take_room_in_their_gangs_block(now: datetime) -> None:
     """A gang released into b2 whose worker its operator has not created yet: the record keeps
     room for the worker inside b2 (it will follow the record there), not spread over the zone —

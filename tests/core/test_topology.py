@@ -86,6 +86,42 @@ def test_preferred_climbs_to_a_coarser_level_then_the_zone() -> None:
     assert zone.domain == () and not zone.wait and "the zone alone" in zone.why
 
 
+def test_climbed_it_takes_the_fewest_blocks_below_by_per_node_fit() -> None:
+    """No block holds 2 × 8 and layer-2 ``a`` does: below it the two blocks with a whole node
+    free, not ``y``, whose 8 GPUs free are split over two nodes."""
+    slots = [slot("a", "x", 8), slot("a", "y", 4), slot("a", "y", 4), slot("a", "z", 8)]
+    choice = topology.choose(slots, gang(2), GPU, LEVELS, topology.Ask(1))
+    assert choice.domain == ((L2, "a"), (L3, "x"), (L3, "z"))
+    assert topology.describe(choice.domain) == f"{L2}=a,{L3}=x,z"
+    assert f"no {L3} domain has room" in choice.why
+    assert f"below it the fewest {L3} domains with room for all of it together: 2" in choice.why
+    assert topology.rank(choice.domain) == (2, -2)
+
+
+def test_with_no_domain_that_fits_it_takes_the_fewest_at_the_top_then_below() -> None:
+    """3 × 8 fits no block and no layer-2 domain: the roomiest layer-2 domain (``b``) and the
+    tightest that completes it (``a``, before ``c`` by name); their blocks are all needed."""
+    slots = [slot("a", "x", 8), slot("b", "y", 8), slot("b", "z", 8), slot("c", "w", 8)]
+    choice = topology.choose(slots, gang(3), GPU, LEVELS, topology.Ask(1))
+    assert choice.domain == ((L2, "a"), (L2, "b"))
+    assert choice.why.startswith(f"no domain of {L2}, {L3} has room for all of it; below it")
+    # all of them needed, as with one node more: the zone alone, nothing narrower said
+    whole = topology.choose(slots, gang(4), GPU, LEVELS, topology.Ask(1))
+    assert whole.domain == () and whole.why.endswith("the zone alone")
+
+
+def test_a_spread_that_node_selection_cannot_say_exactly_is_not_chosen() -> None:
+    """Blocks ``(a, x)`` and ``(b, y)`` hold 2 × 8, but ``L2 In [a, b], L3 In [x, y]`` would
+    also take ``(a, y)``: the set taken is ``(a, x)`` with ``(c, w)``; without ``(c, w)``, all
+    three (``(a, y)`` named too, as node selection takes it)."""
+    slots = [slot("a", "x", 8), slot("b", "y", 8), slot("a", "y", 0), slot("c", "w", 8)]
+    found = topology.fewest(slots, LEVELS, 1, gang(2), GPU)
+    assert found == (((L2, "a"), (L2, "c"), (L3, "w"), (L3, "x")), 2, 0)
+    everything = ((L2, "a"), (L2, "b"), (L3, "x"), (L3, "y"))
+    assert topology.fewest(slots[:3], LEVELS, 1, gang(2), GPU) == (everything, 3, 0)
+    assert topology.fewest(slots, LEVELS, 1, gang(4), GPU) is None
+
+
 def test_required_waits_naming_the_level_and_the_roomiest_domain() -> None:
     slots = [slot("a", "x", 8), slot("a", "x", 0), slot("a", "y", 8), slot("b", "z", 8)]
     choice = topology.choose(slots, gang(2), GPU, LEVELS, topology.Ask(1, required=True))
@@ -113,6 +149,28 @@ def test_describe_parse_requirements() -> None:
     ]
     nodes = {"n1": {L2: "nn-a", L3: "nn-b"}, "n2": {L2: "nn-a", L3: "nn-c"}, "n3": {}}
     assert topology.outside(domain, nodes) == ["n2", "n3"]
+
+
+def test_a_spread_level_reads_back_and_selects_each_of_its_values() -> None:
+    spread = ((L2, "nn-a"), (L3, "b1"), (L3, "b3"))
+    text = topology.describe(spread)
+    assert text == f"{L2}=nn-a,{L3}=b1,b3"
+    assert topology.parse(text) == spread
+    # podium before spreads read "b3" (no "=") as malformed: the zone alone, never "In [b1]"
+    assert topology.parse("b3") == () and topology.parse(f"{L2}=nn-a,,b3") == ()
+    assert topology.requirements(spread) == [
+        {"key": L2, "operator": "In", "values": ["nn-a"]},
+        {"key": L3, "operator": "In", "values": ["b1", "b3"]},
+    ]
+    nodes = {
+        "n1": {L2: "nn-a", L3: "b1"},
+        "n2": {L2: "nn-a", L3: "b2"},
+        "n3": {L2: "nn-a", L3: "b3"},
+    }
+    assert topology.outside(spread, nodes) == ["n2"]
+    assert topology.rank(spread) < topology.rank(((L2, "nn-a"), (L3, "b1")))
+    assert topology.rank(((L2, "nn-a"),)) < topology.rank(spread)
+    assert topology.rank(()) < topology.rank(((L2, "nn-a"), (L2, "nn-b")))
 
 
 # -- property: against a brute-force scan ------------------------------------------------------
@@ -149,7 +207,25 @@ def _brute(
     return None
 
 
-@settings(max_examples=150, deadline=None)
+def _holds(members: list[topology.Slot], pods: int, size: int) -> bool:
+    """One pod size: the pods fit these nodes iff each node's whole pods add up (exact)."""
+    return sum(max(0, s.free[GPU]) // size for s in members) >= pods
+
+
+def _least(
+    slots: list[topology.Slot], within: topology.Domain, key: str, pods: int, size: int
+) -> int | None:
+    """The fewest values of ``key`` among the nodes of ``within`` whose nodes hold the gang."""
+    inside = [s for s in slots if topology.contains(within, s.labels) and s.labels.get(key)]
+    values = sorted({s.labels[key] for s in inside})
+    for k in range(1, len(values) + 1):
+        for chosen in itertools.combinations(values, k):
+            if _holds([s for s in inside if s.labels[key] in chosen], pods, size):
+                return k
+    return None
+
+
+@settings(max_examples=200, deadline=None)
 @given(
     nodes=st.lists(
         st.tuples(
@@ -158,9 +234,9 @@ def _brute(
             st.sampled_from([0, 2, 4, 8]),
         ),
         min_size=1,
-        max_size=5,
+        max_size=6,
     ),
-    pods=st.integers(1, 3),
+    pods=st.integers(1, 4),
     size=st.sampled_from([2, 4, 8]),
     level=st.sampled_from([0, 1]),
     required=st.booleans(),
@@ -172,19 +248,40 @@ def test_choice_matches_a_brute_force_scan(
     level: int,
     required: bool,
 ) -> None:
+    """The single domain a brute-force scan finds (asked level first, then coarser ones) is
+    the one chosen or — climbed — the one the choice narrows; below it, and where no single
+    domain fits, the fewest domains that hold the gang; the zone alone only where even every
+    labelled node together does not."""
     slots = [slot(a, b, f) for a, b, f in nodes]
     demand = gang(pods, size)
     ask = topology.Ask(level, required)
     choice = topology.choose(slots, demand, GPU, LEVELS, ask)
     expected = _brute(slots, demand, ask)
-    # First-fit decreasing is exact for one pod size, the case here: the same domain.
-    assert (choice.domain or None) == expected
     assert choice.wait == (required and expected is None)
-    if choice.domain:  # the gang packs into the chosen domain's nodes
-        inside = [
-            dict(s.free) for s in slots if all(s.labels.get(k) == v for k, v in choice.domain)
-        ]
-        assert zones.pack_into(demand, inside, GPU)
+    chosen = [s for s in slots if topology.contains(choice.domain, s.labels)]
+    if choice.domain:  # the gang packs into the chosen nodes
+        assert _holds(chosen, pods, size)
+        assert zones.pack_into(demand, [dict(s.free) for s in chosen], GPU)
+    by_level = topology.values(choice.domain)
+    if expected is not None and len(expected) == level + 1:  # one domain of the asked level
+        assert choice.domain == expected
+    elif expected is not None:  # climbed to one L2 domain; the fewest L3 domains below it
+        assert choice.domain[: len(expected)] == expected
+        anchor = [s for s in slots if topology.contains(expected, s.labels)]
+        least = _least(slots, expected, LEVELS[1], pods, size)
+        if L3 in by_level:
+            assert len(by_level[L3]) == least and len(chosen) < len(anchor)
+        else:  # nothing narrower: no set, or one that takes every node of the L2 domain
+            assert least is None or least == len({s.labels.get(L3) for s in anchor})
+    elif not required:  # no single domain: the fewest domains, or the zone alone
+        least = _least(slots, (), L2, pods, size)
+        every = least == len({s.labels.get(L2) for s in slots})  # no node lacks L2 either
+        if choice.domain:
+            assert least is not None and len(chosen) < len(slots)
+            if L3 not in by_level:
+                assert len(by_level[L2]) == least
+        else:  # no set of L2 domains holds it, or only all of them: nothing narrower
+            assert least is None or every
 
 
 # -- settings --------------------------------------------------------------------------------

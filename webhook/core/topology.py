@@ -17,11 +17,17 @@ annotations):
 * ``podium.dev/required-topology: <level key>``: one domain of that level or wait
   (``Choice.wait``, saying the roomiest domain's room).
 * ``podium.dev/preferred-topology: <level key>``: the finest level that fits, starting at that
-  level and climbing towards the zone; the zone alone when none does.
+  level and climbing towards the zone; then, below the domain it climbed to (or the zone, when no
+  domain of any level fits), the **fewest** domains of each finer level down to the asked one
+  that together fit it (``fewest``: Kueue's BestFit over several domains, the roomiest first and
+  the tightest that completes the gang last). The zone alone only when even that cannot be
+  said exactly by node selection or needs nodes that lack a level's label.
 * neither: preferred at the finest configured level.
 * a key that is not one of ``topology-levels``: the zone alone, said in ``Ask.note``.
 
-The release then requires ``<level key> In [<value>]`` for every level down to the chosen one.
+The release then requires ``<level key> In [<values>]`` for every level down to the chosen one.
+A domain is a tuple of (key, value) pairs, coarse to fine; a level spread over several domains
+repeats its key once per value (``describe`` writes them ``key=v1,v2``).
 """
 
 from __future__ import annotations
@@ -148,7 +154,8 @@ def choose(
     ask: Ask,
 ) -> Choice:
     """The tightest domain of the zone (``slots``) that fits the whole gang, at the asked level
-    or — preferred — the first coarser one that has such a domain (module docstring)."""
+    or — preferred — the first coarser one that has such a domain, and below it the fewest
+    domains of each finer level down to the asked one (module docstring)."""
     if ask.level is None:
         return Choice((), ask.note)
     need = total_of(demand).get(primary, 0)
@@ -167,17 +174,98 @@ def choose(
             f"the tightest of {fitting} {levels[level]} domain(s) with room for all of it "
             f"({resources.amount(primary, best.free - need)} left there)"
         )
-        if level != ask.level:
-            why += f"; no {asked} domain has room"
-        return Choice(best.domain, why, level=asked, roomiest=roomiest)
+        if level == ask.level:
+            return Choice(best.domain, why, level=asked, roomiest=roomiest)
+        why += f"; no {asked} domain has room"
+        domain, below = _descend(slots, levels, level + 1, ask.level, demand, primary, best.domain)
+        return Choice(domain, why + below, level=asked, roomiest=roomiest)
     if ask.required:
         return Choice((), _short(asked, roomiest, primary, need), wait=True, level=asked)
-    return Choice(
-        (),
-        f"no domain of {', '.join(levels[: ask.level + 1])} has room for all of it: the zone alone",
-        level=asked,
-        roomiest=roomiest,
-    )
+    none = f"no domain of {', '.join(levels[: ask.level + 1])} has room for all of it"
+    domain, below = _descend(slots, levels, 0, ask.level, demand, primary, ())
+    why = none + (below or ": the zone alone")
+    return Choice(domain, why, level=asked, roomiest=roomiest)
+
+
+def _descend(
+    slots: Sequence[Slot],
+    levels: Sequence[str],
+    first: int,
+    last: int,
+    demand: Sequence[PodGroup],
+    primary: str,
+    within: Domain,
+) -> tuple[Domain, str]:
+    """Below ``within``, the fewest domains of each level ``first``..``last`` that together fit
+    the gang (``fewest``), each level inside the one before, and what it says of the finest;
+    ``within`` itself (and nothing said) when a level has no such set; a level whose set
+    takes every node already chosen narrows nothing and is not named."""
+    domain, said = within, ""
+    for level in range(first, last + 1):
+        found = fewest(slots, levels, level, demand, primary, domain)
+        if found is None:
+            break
+        narrower, picked, left = found
+        if _count(slots, narrower) == _count(slots, domain):
+            continue  # every domain of the level it is in: no narrower than before
+        domain = narrower
+        said = (
+            f"; below it the fewest {levels[level]} domains with room for all of it together: "
+            f"{picked} ({resources.amount(primary, left)} left there)"
+        )
+    return domain, said
+
+
+def fewest(
+    slots: Sequence[Slot],
+    levels: Sequence[str],
+    level: int,
+    demand: Sequence[PodGroup],
+    primary: str,
+    within: Domain = (),
+) -> tuple[Domain, int, int] | None:
+    """The fewest domains of ``level`` inside ``within`` whose nodes together fit the whole
+    gang by per-node fit, as one domain (the values of every level down to ``level``), with
+    how many it took and the primary resource left there: Kueue's BestFit across domains —
+    the domains that take most of the gang's widest pods first, and for the last pick the
+    tightest that completes it. A set is only taken if node selection by each level's values
+    takes no node outside it (a value repeated under another parent would); None when no set
+    fits so."""
+    inside = [s for s in slots if contains(within, s.labels)]
+    members = domains(inside, levels, level)
+    widest = max((g.requests.get(primary, 0) for g in demand), default=0) or 1
+    free = {d: [max(0, inside[i].free.get(primary, 0)) for i in m] for d, m in members.items()}
+    order = sorted(members, key=lambda d: (-sum(f // widest for f in free[d]), -sum(free[d]), d))
+    need = total_of(demand).get(primary, 0)
+    keys = levels[: level + 1]
+
+    def spread(picked: Sequence[Domain]) -> Domain:
+        return tuple((k, v) for i, k in enumerate(keys) for v in sorted({d[i][1] for d in picked}))
+
+    def completes(picked: Sequence[Domain]) -> bool:
+        nodes = [i for d in picked for i in members[d]]
+        return (
+            need <= sum(sum(free[d]) for d in picked)
+            and zones.pack_into(demand, [dict(inside[i].free) for i in nodes], primary)
+            and _count(slots, spread(picked)) == len(nodes)
+        )
+
+    for taken in range(len(order)):
+        chosen = order[:taken]
+        last = min(
+            (d for d in order[taken:] if completes([*chosen, d])),
+            key=lambda d: (sum(free[d]), d),
+            default=None,
+        )
+        if last is not None:
+            picked = [*chosen, last]
+            return spread(picked), len(picked), sum(sum(free[d]) for d in picked) - need
+    return None
+
+
+def _count(slots: Sequence[Slot], domain: Domain) -> int:
+    """How many of ``slots`` node selection by ``domain`` takes."""
+    return sum(contains(domain, s.labels) for s in slots)
 
 
 def _short(level: str, roomiest: Candidate | None, primary: str, need: int) -> str:
@@ -192,18 +280,42 @@ def _short(level: str, roomiest: Candidate | None, primary: str, need: int) -> s
     )
 
 
+def values(domain: Domain) -> dict[str, list[str]]:
+    """Each level of ``domain`` with its values, coarse to fine (one value unless spread)."""
+    out: dict[str, list[str]] = {}
+    for key, value in domain:
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def contains(domain: Domain, node_labels: Mapping[str, str]) -> bool:
+    """Whether a node with ``node_labels`` is in ``domain``: its label for every level is one
+    of the domain's values for that level."""
+    return all(node_labels.get(key) in vs for key, vs in values(domain).items())
+
+
+def rank(domain: Domain) -> tuple[int, int]:
+    """How tight ``domain`` is, larger tighter: the levels it names, then the fewer values at
+    its finest level (one block beats two blocks of the same level; the zone alone ranks last)."""
+    levels = values(domain)
+    return len(levels), -len(next(reversed(levels.values()), ()))
+
+
 def describe(domain: Domain) -> str:
-    """A domain as annotations, records and people read it: ``key=value,key=value``."""
-    return ",".join(f"{k}={v}" for k, v in domain)
+    """A domain as annotations, records and people read it: ``key=value,key=value``, a spread
+    level's values after its key (``key=v1,v2``)."""
+    return ",".join(f"{k}={','.join(vs)}" for k, vs in values(domain).items())
 
 
 def parse(text: str) -> Domain:
-    """``describe`` read back; anything malformed reads as the zone alone (an old record, a
-    hand edit)."""
-    out = []
+    """``describe`` read back (a part without ``=`` is one more value of the level before it);
+    anything malformed reads as the zone alone (an old record, a hand edit)."""
+    out: list[tuple[str, str]] = []
     for part in text.split(",") if text else ():
         key, sep, value = part.partition("=")
-        if not sep or not key or not value:
+        if not sep and key and out:
+            key, value = out[-1][0], part
+        elif not sep or not key or not value:
             return ()
         out.append((key, value))
     return tuple(out)
@@ -211,11 +323,9 @@ def parse(text: str) -> Domain:
 
 def requirements(domain: Domain) -> list[dict[str, object]]:
     """The node selector requirements that keep a pod in ``domain``, coarse to fine."""
-    return [{"key": k, "operator": "In", "values": [v]} for k, v in domain]
+    return [{"key": k, "operator": "In", "values": vs} for k, vs in values(domain).items()]
 
 
 def outside(domain: Domain, node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The nodes (by name, of ``node_labels``) that are not in ``domain``."""
-    return sorted(
-        name for name, seen in node_labels.items() if any(seen.get(k) != v for k, v in domain)
-    )
+    return sorted(name for name, seen in node_labels.items() if not contains(domain, seen))

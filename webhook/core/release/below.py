@@ -33,10 +33,10 @@ def choose_below(
     zone (and reason) it goes to, or — when it requires a level no domain of which has room in
     any zone it fits — the wait that says so (its ``best_zone``: the zone of the roomiest
     domain, kept for it as a head's is). A gang that does not require a level goes to the zone
-    ``place`` chose among those where its domain is the finest (a block beats a zone alone:
-    the zone fit alone would send a gang to the tightest zone even where only another zone has a
-    block with room for it); one that requires a level, to the best zone among those with a
-    domain of it that fits."""
+    ``place`` chose among those where its domain is the finest (``topology.rank``: a block beats
+    two blocks, two blocks the zone alone: the zone fit alone would send a gang to the tightest
+    zone even where only another zone has a block with room for it); one that requires a level,
+    to the best zone among those with a domain of it that fits."""
     widest = max(held.held, key=lambda p: sum(p.requests.values()))
     ask = topology.ask_of(widest.annotations, settings.topology_levels)
     zone, reason = place(fitting, fit, settings)
@@ -46,9 +46,13 @@ def choose_below(
     choices = {
         z: _choose(held, heading, z, nodes[z], fit.primary, ask, settings) for z in sorted(fitting)
     }
-    finest = max((len(c.domain) for c in choices.values() if not c.wait), default=None)
+    finest = max((topology.rank(c.domain) for c in choices.values() if not c.wait), default=None)
     if finest is not None:
-        able = {z: fitting[z] for z, c in choices.items() if not c.wait and len(c.domain) == finest}
+        able = {
+            z: fitting[z]
+            for z, c in choices.items()
+            if not c.wait and topology.rank(c.domain) == finest
+        }
         zone, reason = place(able, fit, settings)
         return choices[zone], zone, reason, None
     neg, best = min((-(c.roomiest.free if c.roomiest else -1), z) for z, c in choices.items())
