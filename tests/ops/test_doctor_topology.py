@@ -57,6 +57,24 @@ def test_a_job_whose_pods_span_more_domains_than_its_release_said_is_flagged() -
     assert "podium.dev/topology" in finding.fix
 
 
+def test_a_job_released_into_several_blocks_is_ok_inside_any_of_them() -> None:
+    """A gang no block fitted was released into the fewest that hold it (``L3=b1,b3``): pods on
+    b1 and b3 are inside; one on b2 is not."""
+    spread = f"{L2}=nn-a,{L3}=b1,b3"
+    cluster = Cluster()
+    for pod in cluster.pods:
+        pod["metadata"]["annotations"][labels.TOPOLOGY] = spread
+    inside = blocks(cluster.objects(), {"c-0": "b1", "c-1": "b3"})
+    (verdict,) = doctor.diagnose(inside, cluster.settings).jobs
+    assert verdict.ok and verdict.note == (
+        f"released into {spread}: all 2 bound pod(s) run there, on 2 node(s)"
+    )
+    outside = blocks(cluster.objects(), {"c-0": "b1", "c-1": "b2"})
+    (verdict,) = doctor.diagnose(outside, cluster.settings).jobs
+    (finding,) = verdict.findings
+    assert finding.check == "split-domains" and finding.pods == ("llama-worker-0",)
+
+
 def test_a_job_released_into_the_zone_alone_gets_no_domain_note() -> None:
     cluster = Cluster()
     objects = blocks(cluster.objects(), {"c-0": "b1", "c-1": "b2"})
