@@ -10,6 +10,10 @@ zone-c's eight 8-GPU nodes get EKS's network labels for the test (removed afterw
   [nn-c2]`` and ``layer-3 In [nn-b3]`` added to each pod's required term, and kube-scheduler —
   whose LeastAllocated scoring alone would spread it over zone-c — binds every pod on nn-b3.
   The record, the pods, the audit entry, the GangReleased Event and ``podium doctor`` say it.
+* A 5 × 8-GPU job (40 GPUs) fits zone-c but neither layer-2 domain (32 each) nor any block:
+  it is released into the fewest blocks that hold it together — nn-b3 (24) and the tightest
+  that completes it, nn-b1 (16) — ``layer-3 In [nn-b1, nn-b3]``, and bound on exactly their
+  five nodes, leaving nn-b2 whole (alone, the scheduler would spread it over all eight).
 * A 4 × 8-GPU job that requires layer-3 fits zone-c but no block of it (the biggest has 3
   nodes): it waits, and its pods' ``podium.dev/held``, the audit entry and ``podium doctor``
   name the level and the biggest block's room.
@@ -228,6 +232,47 @@ def test_a_gang_is_released_into_the_tightest_block_and_bound_there(
         print("--- GangReleased ---\n" + event["note"])
         print("--- podium doctor -n NS -o json (job) ---\n" + json.dumps(verdict, indent=1))
         print("--- podium doctor -n NS ---\n" + table.stdout + table.stderr)
+
+
+def test_a_gang_no_block_fits_is_bound_in_the_fewest_blocks_that_hold_it(
+    local_cluster: LocalCluster,
+    podium: Podium,
+    layered: dict[str, tuple[str, str]],
+) -> None:
+    wait_until_no_gpu_is_taken(local_cluster)
+    with opted_in_namespace(local_cluster, "topo-few", seen_by=podium) as ns:
+        job = pytorchjob(local_cluster, ns, "big", workers=4)  # 5 × 8 GPUs
+        pods = pytorch_pods(job, workers=4)
+        create_concurrently(local_cluster, pods)
+        names = [p["metadata"]["name"] for p in pods]
+        assert set(wait_bound(local_cluster, ns, names).values()) == {"zone-c"}
+        bound = {p["metadata"]["name"]: p for p in listed(local_cluster, "v1", "Pod", ns)}
+        on = {n: bound[n]["spec"]["nodeName"] for n in names}
+        assert sorted(layered[node][1] for node in on.values()) == ["nn-b1"] * 2 + ["nn-b3"] * 3
+        domain = f"{L2}=nn-c1,nn-c2,{L3}=nn-b1,nn-b3"
+        pod = bound[names[0]]
+        assert pod["metadata"]["annotations"]["podium.dev/topology"] == domain
+        (term,) = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert term["matchExpressions"][-1] == {
+            "key": L3,
+            "operator": "In",
+            "values": ["nn-b1", "nn-b3"],
+        }
+        (entry,) = [
+            r
+            for r in podium.audit_records()
+            if r.get("namespace") == ns and r.get("outcome") == "released"
+        ]
+        assert entry["domain"] == domain, entry
+        assert f"the fewest {L3} domains with room for all of it together: 2" in entry["topology"]
+        print("\n--- kubectl get pods -o wide (+ node labels) ---")
+        print(get_pods_wide(local_cluster, ns, layered))
+        print(
+            "--- audit entry ---\n"
+            + json.dumps({k: entry[k] for k in ("domain", "topology")}, indent=1)
+        )
 
 
 def test_a_required_level_too_small_for_the_gang_waits_saying_why(

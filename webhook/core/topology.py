@@ -177,12 +177,14 @@ def choose(
         if level == ask.level:
             return Choice(best.domain, why, level=asked, roomiest=roomiest)
         why += f"; no {asked} domain has room"
-        domain, below = _descend(slots, levels, level + 1, ask.level, demand, primary, best.domain)
+        domain, below = _descend(
+            slots, levels, level + 1, ask.level, demand, primary, best.domain, "below it"
+        )
         return Choice(domain, why + below, level=asked, roomiest=roomiest)
     if ask.required:
         return Choice((), _short(asked, roomiest, primary, need), wait=True, level=asked)
     none = f"no domain of {', '.join(levels[: ask.level + 1])} has room for all of it"
-    domain, below = _descend(slots, levels, 0, ask.level, demand, primary, ())
+    domain, below = _descend(slots, levels, 0, ask.level, demand, primary, (), "in the zone")
     why = none + (below or ": the zone alone")
     return Choice(domain, why, level=asked, roomiest=roomiest)
 
@@ -195,6 +197,7 @@ def _descend(
     demand: Sequence[PodGroup],
     primary: str,
     within: Domain,
+    where: str,
 ) -> tuple[Domain, str]:
     """Below ``within``, the fewest domains of each level ``first``..``last`` that together fit
     the gang (``fewest``), each level inside the one before, and what it says of the finest;
@@ -210,7 +213,7 @@ def _descend(
             continue  # every domain of the level it is in: no narrower than before
         domain = narrower
         said = (
-            f"; below it the fewest {levels[level]} domains with room for all of it together: "
+            f"; {where} the fewest {levels[level]} domains with room for all of it together: "
             f"{picked} ({resources.amount(primary, left)} left there)"
         )
     return domain, said
