@@ -222,6 +222,16 @@ def placement_topology(
     work: StudyWorkOption = None,
     fresh: FreshOption = False,
     report_only: ReportOnlyOption = False,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            metavar="K",
+            min=0,
+            help="Write these runs as the K-th repeat of each arm and seed, beside the runs "
+            "already there (0: the first run); the goal is judged on each seed's mean.",
+        ),
+    ] = 0,
 ) -> None:
     """The placement study's trace on 2 zones × 4 blocks × 4 8-GPU nodes labelled with EKS's
     network layers: podium's hold with and without topology-levels, Kueue TAS and
@@ -240,6 +250,7 @@ def placement_topology(
             out=out,
             work=work,
             fresh=fresh,
+            repeat=repeat,
         )
     )
 

@@ -45,12 +45,12 @@ def test_a_store_saves_runs_and_reads_them_back_as_earlier_runs(tmp_path: Path) 
     trace finds none."""
     results = _results()
     wanted = results["runs"][:2]
-    keys = [(r["arm"], r["seed"]) for r in wanted]
-    by_key = {(r["arm"], r["seed"]): r for r in study.load_records(DOCS)}
+    keys = [study.key(r) for r in wanted]
+    by_key = {study.key(r): r for r in study.load_records(DOCS)}
     runs = {k: dict(r) for k, r in zip(keys, wanted, strict=True)}
     records = {k: by_key[k] for k in keys}
     saved = study.STORE.save(tmp_path, results["params"], results["arms"], runs, records)
-    assert [(r["arm"], r["seed"]) for r in saved["runs"]] == keys
+    assert [study.key(r) for r in saved["runs"]] == keys
     again, raw = study.STORE.earlier(tmp_path, results["params"])
     assert set(again) == set(keys) and raw == records
     assert all(again[k]["metrics"] == runs[k]["metrics"] for k in keys)

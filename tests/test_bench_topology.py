@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.placement import allreduce, arms, runner, topology, topostudy, trace
+from bench.placement import allreduce, arms, runner, study, topology, topostudy, trace
 from bench.placement.allreduce import CROSS_BLOCK, INTRA_BLOCK, INTRA_NODE, Fabric
 from bench.placement.trace import TraceJob
 from webhook.core.settings import Settings
@@ -366,6 +366,42 @@ def test_the_goal_row_judges_each_criterion_with_both_arms_figures() -> None:
     assert topostudy.goal(_results(podium_hold=_metrics())) == []
 
 
+def test_with_repeats_the_goal_is_judged_on_each_seeds_mean() -> None:
+    """Two runs of the topology arm and the hold on seed 1 (``--repeat 1``): the criteria
+    compare the means, each run's figure after it; one run of Kueue stands alone."""
+    results = _results(
+        podium_hold_topology=_metrics(finished=125, useful_share=0.78),
+        kueue_tas=_metrics(one_block_share=0.45),
+        podium_hold=_metrics(finished=129, useful_share=0.81),
+    )
+    results["runs"] += [
+        {
+            "arm": "podium-hold-topology",
+            "seed": 1,
+            "repeat": 1,
+            "metrics": _metrics(finished=130, useful_share=0.82),
+        },
+        {
+            "arm": "podium-hold",
+            "seed": 1,
+            "repeat": 1,
+            "metrics": _metrics(finished=125, useful_share=0.79),
+        },
+    ]
+    (line,) = topostudy.goal(results)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == [
+        "1",
+        "50 % (50 %, 50 %) vs 45 % yes",
+        "70 % (70 %, 70 %) vs 70 % yes",
+        "127.5 (125, 130) vs 127 (129, 125) yes",
+        "80 % (78 %, 82 %) vs 80 % (81 %, 79 %) yes",
+        "4 of 4",
+    ]
+    assert topostudy._seed(results["runs"][-1]) == "1 (repeat 1)"
+    assert topostudy._seed(results["runs"][0]) == "1"
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 
@@ -393,9 +429,11 @@ def test_the_command_reaches_the_topology_study_with_its_options(
     assert invoke("placement-topology", "--report-only", "--out", "o").exit_code == 0
     bad = invoke("placement-topology", "--arms", "podium")
     assert bad.exit_code == 2 and "unknown arms ['podium']" in bad.output
-    (_, default, options), (_, chosen, other), report = calls
+    assert invoke("placement-topology", "--seeds", "1", "--repeat", "1").exit_code == 0
+    (_, default, options), (_, chosen, other), report, (_, _, again) = calls
     assert default == (list(topology.DEFAULT_ARMS), [1, 2, 3])
     assert options["jobs"] == 150 and options["out"] == cli.DOCS and not options["fresh"]
+    assert options["repeat"] == 0 and again["repeat"] == 1
     assert chosen == (["kueue-tas", "scheduler"], [4]) and other["jobs"] == 20
     assert report == ("report", (Path("o"),), {})
     help_text = invoke("placement-topology", "--help").output
@@ -442,14 +480,14 @@ def test_the_committed_topology_tables_and_numbers_come_from_the_committed_runs(
     results = _committed()
     if results is None:
         pytest.fail("docs/benchmarks/placement-topology.json is missing: run the study")
-    records = {(r["arm"], r["seed"]): r for r in topostudy.load_records(DOCS)}
-    assert {(r["arm"], r["seed"]) for r in results["runs"]} == set(records)
-    seeds = {seed for _, seed in records}
+    records = {study.key(r): r for r in topostudy.load_records(DOCS)}
+    assert {study.key(r) for r in results["runs"]} == set(records)
+    seeds = {seed for _, seed, _ in records}
     assert len(seeds) >= 3 and set(topology.DEFAULT_ARMS) <= set(results["arms"])
     for arm in results["arms"]:
-        assert {s for a, s in records if a == arm} == seeds, arm
+        assert {s for a, s, _ in records if a == arm} == seeds, arm
     for run in results["runs"]:
-        assert run["metrics"] == topostudy.metrics(records[(run["arm"], run["seed"])])
+        assert run["metrics"] == topostudy.metrics(records[study.key(run)])
     document = (DOCS / "placement.md").read_text()
     assert topostudy.MARKERS.embed(document, topostudy.markdown(results)) == document
     spec = topology.spec(results["params"]["jobs"])

@@ -92,6 +92,16 @@ def _comparable(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     }
 
 
+#: A run's key among a study's runs: its arm, its seed, and which repeat of that arm and seed
+#: it is (0, the first, unless the run says otherwise: ``--repeat``).
+Key = tuple[str, int, int]
+
+
+def key(run: Mapping[str, Any]) -> Key:
+    """The key of a run or of its record."""
+    return run["arm"], run["seed"], run.get("repeat", 0)
+
+
 @dataclasses.dataclass(frozen=True)
 class Store:
     """Where a study keeps its runs under ``--out``: the numbers (``results``), each run's raw
@@ -118,13 +128,13 @@ class Store:
         out: Path,
         run_params: dict[str, Any],
         arm_order: Sequence[str],
-        runs: dict[tuple[str, int], dict[str, Any]],
-        records: dict[tuple[str, int], dict[str, Any]],
+        runs: dict[Key, dict[str, Any]],
+        records: dict[Key, dict[str, Any]],
     ) -> dict[str, Any]:
-        """Every run so far into ``out``, arms in ``arm_order``, seeds in order; the offered
-        load of every seed among them."""
-        ordered = sorted(runs, key=lambda key: (list(arm_order).index(key[0]), key[1]))
-        seeds = sorted({seed for _, seed in ordered})
+        """Every run so far into ``out``, arms in ``arm_order``, seeds and repeats in order; the
+        offered load of every seed among them."""
+        ordered = sorted(runs, key=lambda k: (list(arm_order).index(k[0]), *k[1:]))
+        seeds = sorted({k[1] for k in ordered})
         spec = spec_of(run_params)
         run_params = {
             **run_params,
@@ -145,11 +155,11 @@ class Store:
 
     def earlier(
         self, out: Path, run_params: Mapping[str, Any]
-    ) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
+    ) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, Any]]]:
         """The runs and records in ``out`` made with the same trace and cluster, their numbers
         computed again (the analysis may have changed since)."""
-        runs: dict[tuple[str, int], dict[str, Any]] = {}
-        records: dict[tuple[str, int], dict[str, Any]] = {}
+        runs: dict[Key, dict[str, Any]] = {}
+        records: dict[Key, dict[str, Any]] = {}
         previous = out / self.results
         if not previous.exists():
             return runs, records
@@ -157,22 +167,21 @@ class Store:
         if not _comparable(old["params"], run_params):
             print(f"[{self.label}] earlier results use another trace: starting afresh", flush=True)
             return runs, records
-        old_records = {(r["arm"], r["seed"]): r for r in self.load_records(out)}
+        old_records = {key(r): r for r in self.load_records(out)}
         for run in old["runs"]:
-            key = (run["arm"], run["seed"])
-            if key in old_records:
-                run["metrics"] = self.metrics(old_records[key])
+            if (k := key(run)) in old_records:
+                run["metrics"] = self.metrics(old_records[k])
                 run.setdefault("source", old["source"])  # runs saved before each kept its own
-                runs[key], records[key] = run, old_records[key]
+                runs[k], records[k] = run, old_records[k]
         return runs, records
 
     def recompute(self, out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """``results`` with every run's numbers computed again from its raw record (so a change
         to the analysis needs no new runs), written back; and the records."""
         results: dict[str, Any] = json.loads((out / self.results).read_text())
-        records = {(r["arm"], r["seed"]): r for r in self.load_records(out)}
+        records = {key(r): r for r in self.load_records(out)}
         for run in results["runs"]:
-            run["metrics"] = self.metrics(records[(run["arm"], run["seed"])])
+            run["metrics"] = self.metrics(records[key(run)])
         (out / self.results).write_text(json.dumps(results, indent=1) + "\n")
         return results, list(records.values())
 
@@ -288,8 +297,8 @@ def run(
             flush=True,
         )
         for name in names:
-            key = (name, seed)
-            runs[key], records[key] = _one_run(
+            k = (name, seed, 0)
+            runs[k], records[k] = _one_run(
                 name, seed, jobs, bin_dir, work_root / f"{name}-{seed}", run_params
             )
             results = STORE.save(out, run_params, arm_order, runs, records)

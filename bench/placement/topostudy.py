@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,11 @@ def run(
     out: Path,
     work: Path | None,
     fresh: bool,
+    repeat: int = 0,
 ) -> int:
-    """Each arm on each seed, one after another, merged into the runs in ``out``."""
+    """Each arm on each seed, one after another, merged into the runs in ``out`` as their
+    ``repeat``-th run (0: the first; another run of an arm and seed replaces the one with its
+    repeat number, and stands beside those with others)."""
     signal.signal(signal.SIGTERM, study._exit_on_sigterm)
     spec = topology.spec(jobs)
     run_params = params(spec, seeds, drain_s, timeout_min)
@@ -121,28 +124,31 @@ def run(
                 seed,
                 trace_jobs,
                 bin_dir,
-                work_root / f"{name}-{seed}",
+                work_root / f"{name}-{seed}" / str(repeat),
                 drain_s=drain_s,
                 timeout_s=timeout_min / trace.SIM_MINUTES_PER_SECOND,
                 log=lambda line: print(line, flush=True),
                 layout=topology.TopologyLayout(),
             )
-            record["arm"] = name
+            again = {"repeat": repeat} if repeat else {}
+            record.update(arm=name, **again)
             m = metrics(record)
-            runs[(name, seed)] = {
+            runs[(name, seed, repeat)] = {
                 "arm": name,
                 "seed": seed,
+                **again,
                 "metrics": m,
                 "errors": len(record["errors"]),
                 "setup_s": record["setup_s"],
                 "wall_s": round(time.monotonic() - began, 1),
                 "source": study.source(),
             }
-            records[(name, seed)] = record
+            records[(name, seed, repeat)] = record
             for error in record["errors"][:5]:
                 print(f"  error: {error}", flush=True)
             print(
-                f"[{name} seed {seed}] finished {m['finished']}/{m['jobs']}, split "
+                f"[{name} seed {_seed(runs[(name, seed, repeat)])}] finished "
+                f"{m['finished']}/{m['jobs']}, split "
                 f"{m['split_jobs']}, stranded {m['stranded_gpu_h']:.1f} GPU-h, useful "
                 f"{100 * m['useful_share']:.0f} %, one block {m['one_block']}/{m['gangs']}, "
                 f"comm × {num(m['comm_ratio_mean'], 2)}, {time.monotonic() - began:.0f}s wall",
@@ -160,7 +166,12 @@ def run(
 
 def _runs(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     order = {arm: i for i, arm in enumerate(topology.ARMS)}
-    return sorted(results["runs"], key=lambda r: (order.get(r["arm"], 99), r["seed"]))
+    return sorted(results["runs"], key=lambda r: (order.get(r["arm"], 99), *study.key(r)[1:]))
+
+
+def _seed(run: Mapping[str, Any]) -> str:
+    """A run's seed cell: the seed, and which run of it when it is a repeat."""
+    return f"{run['seed']}" + (f" (repeat {run['repeat']})" if run.get("repeat") else "")
 
 
 def _pct(share: float | None) -> str:
@@ -236,7 +247,7 @@ def _outcomes(run: Mapping[str, Any]) -> str:
     m = run["metrics"]
     return row(
         run["arm"],
-        run["seed"],
+        _seed(run),
         m["jobs"],
         m["finished"],
         m["split_jobs"],
@@ -253,7 +264,7 @@ def _packing(run: Mapping[str, Any]) -> str:
     hist = m["blocks_hist"]
     return row(
         run["arm"],
-        run["seed"],
+        _seed(run),
         m["gangs"],
         f"{m['one_block']} ({_pct(m['one_block_share'])})",
         f"{m['fit_block_one_block']} of {m['fit_block']}",
@@ -271,38 +282,45 @@ def _check(ok: bool | None, figures: str) -> tuple[str, bool | None]:
 
 
 def goal(results: Mapping[str, Any]) -> list[str]:
-    """One row per seed the topology arm ran: each criterion with both arms' figures; a
+    """One row per seed the topology arm ran: each criterion with both arms' figures — the mean
+    over a seed's runs where it was run more than once (``--repeat``), each run's after it; a
     criterion whose other arm did not run that seed is neither met nor failed."""
-    by = {(r["arm"], r["seed"]): r["metrics"] for r in results["runs"]}
+    by: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for r in _runs(results):
+        by.setdefault((r["arm"], r["seed"]), []).append(r["metrics"])
     rows = []
     for seed in sorted(s for a, s in by if a == TOPOLOGY_ARM):
-        topo, queue, hold = (
-            by[(TOPOLOGY_ARM, seed)],
-            by.get((QUEUE_ARM, seed)),
-            by.get((HOLD_ARM, seed)),
-        )
+        topo, queue, hold = (by.get((arm, seed), []) for arm in (TOPOLOGY_ARM, QUEUE_ARM, HOLD_ARM))
         checks = [
             *(
-                _check(
-                    None if mine is None or theirs is None else mine >= theirs,
-                    f"{_pct(mine)} vs {_pct(theirs)}",
-                )
-                for mine, theirs in (
-                    (topo[key], (queue or {}).get(key))
-                    for key in ("one_block_share", "fit_block_share")
-                )
+                _against(topo, queue, share, _pct)
+                for share in ("one_block_share", "fit_block_share")
             ),
-            _check(
-                None if hold is None else topo["finished"] >= hold["finished"] - FINISHED_SLACK,
-                f"{topo['finished']} vs {hold['finished'] if hold else MISSING}",
-            ),
-            _check(
-                None if hold is None else topo["useful_share"] >= hold["useful_share"],
-                f"{_pct(topo['useful_share'])} vs "
-                + (_pct(hold["useful_share"]) if hold else MISSING),
-            ),
+            _against(topo, hold, "finished", "{:g}".format, slack=FINISHED_SLACK),
+            _against(topo, hold, "useful_share", _pct),
         ]
         met = sum(ok is True for _, ok in checks)
         judged = sum(ok is not None for _, ok in checks)
         rows.append(row(seed, *(cell for cell, _ in checks), f"{met} of {judged}"))
     return rows
+
+
+def _against(
+    mine: Sequence[Mapping[str, Any]],
+    theirs: Sequence[Mapping[str, Any]],
+    metric: str,
+    show: Callable[[float], str],
+    slack: float = 0,
+) -> tuple[str, bool | None]:
+    """One criterion: the mean of ``metric`` over my runs at least theirs less ``slack``."""
+
+    def figures(runs: Sequence[Mapping[str, Any]]) -> tuple[float | None, str]:
+        values = [m[metric] for m in runs if m.get(metric) is not None]
+        if not values:
+            return None, MISSING
+        mean = sum(values) / len(values)
+        each = f" ({', '.join(map(show, values))})" if len(values) > 1 else ""
+        return mean, show(mean) + each
+
+    (a, said_a), (b, said_b) = figures(mine), figures(theirs)
+    return _check(None if a is None or b is None else a >= b - slack, f"{said_a} vs {said_b}")
