@@ -238,7 +238,8 @@ def fewest(
     members = domains(inside, levels, level)
     widest = max((g.requests.get(primary, 0) for g in demand), default=0) or 1
     free = {d: [max(0, inside[i].free.get(primary, 0)) for i in m] for d, m in members.items()}
-    order = sorted(members, key=lambda d: (-sum(f // widest for f in free[d]), -sum(free[d]), d))
+    total = {d: sum(f) for d, f in free.items()}
+    order = sorted(members, key=lambda d: (-sum(f // widest for f in free[d]), -total[d], d))
     need = total_of(demand).get(primary, 0)
     keys = levels[: level + 1]
 
@@ -247,22 +248,18 @@ def fewest(
 
     def completes(picked: Sequence[Domain]) -> bool:
         nodes = [i for d in picked for i in members[d]]
-        return (
-            need <= sum(sum(free[d]) for d in picked)
-            and zones.pack_into(demand, [dict(inside[i].free) for i in nodes], primary)
-            and _count(slots, spread(picked)) == len(nodes)
-        )
+        return zones.pack_into(demand, [dict(inside[i].free) for i in nodes], primary) and _count(
+            slots, spread(picked)
+        ) == len(nodes)
 
-    for taken in range(len(order)):
-        chosen = order[:taken]
-        last = min(
-            (d for d in order[taken:] if completes([*chosen, d])),
-            key=lambda d: (sum(free[d]), d),
-            default=None,
-        )
-        if last is not None:
-            picked = [*chosen, last]
-            return spread(picked), len(picked), sum(sum(free[d]) for d in picked) - need
+    taken = 0
+    for first in range(len(order)):
+        chosen, rest = order[:first], order[first:]
+        for last in sorted(rest, key=lambda d: (total[d], d)):  # the tightest that completes
+            if taken + total[last] >= need and completes([*chosen, last]):
+                picked = [*chosen, last]
+                return spread(picked), len(picked), taken + total[last] - need
+        taken += total[order[first]]
     return None
 
 
