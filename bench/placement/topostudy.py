@@ -277,6 +277,11 @@ def _packing(run: Mapping[str, Any]) -> str:
     )
 
 
+def _count(value: float) -> str:
+    """A count, or a mean of counts to one decimal."""
+    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
 def _check(ok: bool | None, figures: str) -> tuple[str, bool | None]:
     return f"{figures} {MISSING if ok is None else ('yes' if ok else '**no**')}", ok
 
@@ -296,7 +301,7 @@ def goal(results: Mapping[str, Any]) -> list[str]:
                 _against(topo, queue, share, _pct)
                 for share in ("one_block_share", "fit_block_share")
             ),
-            _against(topo, hold, "finished", "{:g}".format, slack=FINISHED_SLACK),
+            _against(topo, hold, "finished", _count, slack=FINISHED_SLACK),
             _against(topo, hold, "useful_share", _pct),
         ]
         met = sum(ok is True for _, ok in checks)
