@@ -104,7 +104,8 @@ def test_with_no_domain_that_fits_it_takes_the_fewest_at_the_top_then_below() ->
     slots = [slot("a", "x", 8), slot("b", "y", 8), slot("b", "z", 8), slot("c", "w", 8)]
     choice = topology.choose(slots, gang(3), GPU, LEVELS, topology.Ask(1))
     assert choice.domain == ((L2, "a"), (L2, "b"))
-    assert choice.why.startswith(f"no domain of {L2}, {L3} has room for all of it; in the zone the fewest")
+    said = f"no domain of {L2}, {L3} has room for all of it; in the zone the fewest"
+    assert choice.why.startswith(said)
     # all of them needed, as with one node more: the zone alone, nothing narrower said
     whole = topology.choose(slots, gang(4), GPU, LEVELS, topology.Ask(1))
     assert whole.domain == () and whole.why.endswith("the zone alone")
