@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.core import labels, topology, zones
-from webhook.core.adapters.base import PodGroup
+from webhook.core.adapters.base import PodGroup, is_label_value
 from webhook.core.settings import Settings, SettingsError
 
 GPU = "nvidia.com/gpu"
@@ -172,6 +172,15 @@ def test_a_spread_level_reads_back_and_selects_each_of_its_values() -> None:
     assert topology.rank(spread) < topology.rank(((L2, "nn-a"), (L3, "b1")))
     assert topology.rank(((L2, "nn-a"),)) < topology.rank(spread)
     assert topology.rank(()) < topology.rank(((L2, "nn-a"), (L2, "nn-b")))
+
+
+@given(st.text(alphabet="ab=,/.-", max_size=24))
+def test_any_recorded_text_reads_as_a_domain_or_the_zone_alone(text: str) -> None:
+    """A record or annotation edited by hand never breaks the reader: every pair it reads has a
+    key and a value, and what it reads is written back the same way."""
+    domain = topology.parse(text)
+    assert all(key and is_label_value(value) for key, value in domain)
+    assert topology.parse(topology.describe(domain)) == domain
 
 
 # -- property: against a brute-force scan ------------------------------------------------------

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from webhook.core import labels, resources, zones
-from webhook.core.adapters.base import PodGroup, total_of
+from webhook.core.adapters.base import PodGroup, is_label_value, total_of
 
 #: A domain: (level label key, value) for every level down to its own, coarse to fine.
 #: Empty: the zone alone.
@@ -248,9 +248,9 @@ def fewest(
 
     def completes(picked: Sequence[Domain]) -> bool:
         nodes = [i for d in picked for i in members[d]]
-        return zones.pack_into(demand, [dict(inside[i].free) for i in nodes], primary) and _count(
-            slots, spread(picked)
-        ) == len(nodes)
+        if not zones.pack_into(demand, [dict(inside[i].free) for i in nodes], primary):
+            return False
+        return _count(slots, spread(picked)) == len(nodes)  # node selection takes just these
 
     taken = 0
     for first in range(len(order)):
@@ -309,13 +309,14 @@ def describe(domain: Domain) -> str:
 
 def parse(text: str) -> Domain:
     """``describe`` read back (a part without ``=`` is one more value of the level before it);
-    anything malformed reads as the zone alone (an old record, a hand edit)."""
+    anything malformed — a value that is no label value included — reads as the zone alone (an
+    old record, a hand edit)."""
     out: list[tuple[str, str]] = []
     for part in text.split(",") if text else ():
         key, sep, value = part.partition("=")
-        if not sep and key and out:
+        if not sep and out:
             key, value = out[-1][0], part
-        elif not sep or not key or not value:
+        if not key or not is_label_value(value):
             return ()
         out.append((key, value))
     return tuple(out)
