@@ -226,7 +226,7 @@ def _least(
     slots: list[topology.Slot], within: topology.Domain, key: str, pods: int, size: int
 ) -> int | None:
     """The fewest values of ``key`` among the nodes of ``within`` whose nodes hold the gang."""
-    inside = [s for s in slots if topology.contains(within, s.labels) and s.labels.get(key)]
+    inside = [s for s in slots if topology.selects(within)(s.labels) and s.labels.get(key)]
     values = sorted({s.labels[key] for s in inside})
     for k in range(1, len(values) + 1):
         for chosen in itertools.combinations(values, k):
@@ -268,7 +268,7 @@ def test_choice_matches_a_brute_force_scan(
     choice = topology.choose(slots, demand, GPU, LEVELS, ask)
     expected = _brute(slots, demand, ask)
     assert choice.wait == (required and expected is None)
-    chosen = [s for s in slots if topology.contains(choice.domain, s.labels)]
+    chosen = [s for s in slots if topology.selects(choice.domain)(s.labels)]
     if choice.domain:  # the gang packs into the chosen nodes
         assert _holds(chosen, pods, size)
         assert zones.pack_into(demand, [dict(s.free) for s in chosen], GPU)
@@ -277,7 +277,7 @@ def test_choice_matches_a_brute_force_scan(
         assert choice.domain == expected
     elif expected is not None:  # climbed to one L2 domain; the fewest L3 domains below it
         assert choice.domain[: len(expected)] == expected
-        anchor = [s for s in slots if topology.contains(expected, s.labels)]
+        anchor = [s for s in slots if topology.selects(expected)(s.labels)]
         least = _least(slots, expected, LEVELS[1], pods, size)
         if L3 in by_level:
             assert len(by_level[L3]) == least and len(chosen) < len(anchor)

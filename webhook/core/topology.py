@@ -33,7 +33,7 @@ repeats its key once per value (``describe`` writes them ``key=v1,v2``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from webhook.core import labels, resources, zones
@@ -234,7 +234,8 @@ def fewest(
     tightest that completes it. A set is only taken if node selection by each level's values
     takes no node outside it (a value repeated under another parent would); None when no set
     fits so."""
-    inside = [s for s in slots if contains(within, s.labels)]
+    selected = selects(within)
+    inside = [s for s in slots if selected(s.labels)]
     members = domains(inside, levels, level)
     widest = max((g.requests.get(primary, 0) for g in demand), default=0) or 1
     free = {d: [max(0, inside[i].free.get(primary, 0)) for i in m] for d, m in members.items()}
@@ -265,7 +266,8 @@ def fewest(
 
 def _count(slots: Sequence[Slot], domain: Domain) -> int:
     """How many of ``slots`` node selection by ``domain`` takes."""
-    return sum(contains(domain, s.labels) for s in slots)
+    inside = selects(domain)
+    return sum(inside(s.labels) for s in slots)
 
 
 def _short(level: str, roomiest: Candidate | None, primary: str, need: int) -> str:
@@ -288,10 +290,12 @@ def values(domain: Domain) -> dict[str, list[str]]:
     return out
 
 
-def contains(domain: Domain, node_labels: Mapping[str, str]) -> bool:
-    """Whether a node with ``node_labels`` is in ``domain``: its label for every level is one
-    of the domain's values for that level."""
-    return all(node_labels.get(key) in vs for key, vs in values(domain).items())
+def selects(domain: Domain) -> Callable[[Mapping[str, str]], bool]:
+    """Whether a node (by its labels) is in ``domain`` — its label for every level one of the
+    domain's values for that level — the domain read once for many nodes (the releaser asks it
+    for every node of a zone and every domain pods head into, each pass)."""
+    wanted = [(key, frozenset(vs)) for key, vs in values(domain).items()]
+    return lambda node_labels: all(node_labels.get(key) in vs for key, vs in wanted)
 
 
 def rank(domain: Domain) -> tuple[int, int]:
@@ -329,4 +333,5 @@ def requirements(domain: Domain) -> list[dict[str, object]]:
 
 def outside(domain: Domain, node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The nodes (by name, of ``node_labels``) that are not in ``domain``."""
-    return sorted(name for name, seen in node_labels.items() if not contains(domain, seen))
+    inside = selects(domain)
+    return sorted(name for name, seen in node_labels.items() if not inside(seen))

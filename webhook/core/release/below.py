@@ -46,14 +46,12 @@ def choose_below(
     choices = {
         z: _choose(held, heading, z, nodes[z], fit.primary, ask, settings) for z in sorted(fitting)
     }
-    finest = max((topology.rank(c.domain) for c in choices.values() if not c.wait), default=None)
-    if finest is not None:
-        able = {
-            z: fitting[z]
-            for z, c in choices.items()
-            if not c.wait and topology.rank(c.domain) == finest
-        }
-        zone, reason = place(able, fit, settings)
+    ranks = {z: topology.rank(c.domain) for z, c in choices.items() if not c.wait}
+    if ranks:
+        finest = max(ranks.values())
+        zone, reason = place(
+            {z: fitting[z] for z, r in ranks.items() if r == finest}, fit, settings
+        )
         return choices[zone], zone, reason, None
     neg, best = min((-(c.roomiest.free if c.roomiest else -1), z) for z, c in choices.items())
     free = -neg

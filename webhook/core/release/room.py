@@ -140,7 +140,8 @@ class Heading:
         infos = list(nodes.nodes.values())
         room = [dict(self._view.free_on(n)) for n in infos]
         for domain, groups in self._bound.get(zone, ()):
-            inside = [room[i] for i, n in enumerate(infos) if topology.contains(domain, n.labels)]
+            selected = topology.selects(domain)
+            inside = [room[i] for i, n in enumerate(infos) if selected(n.labels)]
             zones.spread_into(groups, inside, primary)
         zones.spread_into(self._loose.get(zone, ()), room, primary)
         return room
